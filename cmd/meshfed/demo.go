@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/meshfed/meshfed/examples/demo"
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/hub"
+	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/echo"
+	"github.com/meshfed/meshfed/internal/pki"
+	"github.com/meshfed/meshfed/spoke"
+)
+
+var demoClusters = []struct{ id, network string }{{"east", "network-east"}, {"west", "network-west"}}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fset := newFlagSet("demo", stderr)
+	dir := fset.String("dir", "", "working directory for the manifests and certificates (default: a new temporary one)")
+	fedAddr := fset.String("federation-addr", "127.0.0.1:9443", "the hub's federation address")
+	debugAddr := fset.String("debug-addr", "127.0.0.1:8080", "the hub's debug address")
+	var lf logFlags
+	lf.add(fset)
+	lf.level = "warn"
+	if err := fset.Parse(args); err != nil {
+		return err
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	if *dir == "" {
+		if *dir, err = os.MkdirTemp("", "meshfed-demo-"); err != nil {
+			return err
+		}
+	}
+	if err := writeDemoFiles(*dir); err != nil {
+		return err
+	}
+	certs := filepath.Join(*dir, "certs")
+	ids := make([]string, 0, len(demoClusters))
+	for _, c := range demoClusters {
+		ids = append(ids, c.id)
+	}
+	if err := pki.WriteLocal(certs, "cluster.local", ids, time.Now()); err != nil {
+		return fmt.Errorf("mint demo certificates: %w", err)
+	}
+
+	hcfg := hub.DefaultConfig()
+	hcfg.FederationAddr, hcfg.DebugAddr, hcfg.ID = *fedAddr, *debugAddr, "demo-hub"
+	hcfg.CertFile, hcfg.KeyFile, hcfg.CAFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key"), filepath.Join(certs, "ca.crt")
+	h, err := hub.New(hcfg, log.With("process", "hub"))
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return h.Run(ctx) })
+
+	for _, c := range demoClusters {
+		scfg := spoke.DefaultConfig()
+		scfg.ClusterID, scfg.Network, scfg.Build = c.id, c.network, build
+		scfg.Hub = h.FederationAddr().String()
+		scfg.ServerName = "localhost"
+		scfg.Manifests = filepath.Join(*dir, c.id)
+		scfg.CertFile, scfg.KeyFile, scfg.CAFile = filepath.Join(certs, c.id+".crt"), filepath.Join(certs, c.id+".key"), filepath.Join(certs, "ca.crt")
+		s, err := spoke.New(scfg, log.With("process", "spoke"))
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return s.Run(ctx) })
+		for _, ip := range demo.EchoBackends()[c.id] {
+			lis, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(demo.EchoPort)))
+			if err != nil {
+				return fmt.Errorf("echo backend of %s (this demo needs the loopback range 127.0.0.0/8): %w", c.id, err)
+			}
+			g.Go(func() error { return echo.Serve(ctx, lis, c.id) })
+		}
+	}
+
+	g.Go(func() error {
+		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if _, err := h.Registry().Current().Await(waitCtx, demoReady); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("the demo clusters did not sync within 30s: %w", err)
+		}
+		printDemo(stdout, *dir, h)
+		return nil
+	})
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	fmt.Fprintln(stdout, "demo stopped")
+	return nil
+}
+
+// demoReady holds when every demo cluster is connected and has sent its shard.
+func demoReady(s *registry.Snapshot) bool {
+	for _, c := range demoClusters {
+		info, ok := s.Cluster(federation.ClusterID(c.id))
+		if !ok || !info.Connected {
+			return false
+		}
+	}
+	return true
+}
+
+// writeDemoFiles copies the embedded manifests into dir, keeping files a
+// user already has there (so edits survive a restart with --dir).
+func writeDemoFiles(dir string) error {
+	return fs.WalkDir(demo.Manifests, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dir, filepath.FromSlash(path))
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if _, err := os.Stat(target); err == nil {
+			return nil
+		}
+		data, err := demo.Manifests.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+}
+
+func printDemo(w io.Writer, dir string, h *hub.Hub) {
+	debugAddr := h.DebugAddr().String()
+	fmt.Fprintf(w, `meshfed demo is running.
+
+  hub          federation %s (mTLS), debug http://%s
+  spoke east   network network-east, manifests %s
+  spoke west   network network-west, manifests %s
+  echo pods    gRPC health on port %d of %v (east) and %v (west),
+               each reply carrying the header x-meshfed-cluster
+  certificates %s
+
+Look at it:
+  meshfed status --debug-addr %s
+  curl -s http://%s/debug/services
+
+Edit the manifests while it runs (for example, delete an address from
+%s/echo.yaml) and watch the hub follow. Ctrl-C stops it.
+`, h.FederationAddr(), debugAddr,
+		filepath.Join(dir, "east"), filepath.Join(dir, "west"),
+		demo.EchoPort, demo.EchoBackends()["east"], demo.EchoBackends()["west"],
+		filepath.Join(dir, "certs"), debugAddr, debugAddr, filepath.Join(dir, "east"))
+}
+

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/meshfed/meshfed/hub"
+)
+
+func runHub(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg := hub.DefaultConfig()
+	var lf logFlags
+	fs := newFlagSet("hub", stderr)
+	cfg.AddFlags(fs)
+	lf.add(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	h, err := hub.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	return h.Run(ctx)
+}

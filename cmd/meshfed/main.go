@@ -1,0 +1,102 @@
+// Command meshfed is the meshfed hub, spoke and tools in one binary.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// build is set by the linker (-X main.build=...).
+var build = "dev"
+
+const usage = `meshfed federates service meshes across Kubernetes clusters.
+
+Usage:
+  meshfed hub     [flags]   run the hub: spokes connect to it
+  meshfed spoke   [flags]   run a spoke: federate one cluster to the hub
+  meshfed status  [flags]   show the clusters a hub knows
+  meshfed demo    [flags]   run a hub and two spokes (east, west) on loopback
+  meshfed certs   [flags]   mint a throwaway CA and hub/cluster certificates
+  meshfed version           print the version
+
+Run 'meshfed <command> -h' for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "meshfed:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command")
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "hub":
+		return runHub(ctx, args, stderr)
+	case "spoke":
+		return runSpoke(ctx, args, stderr)
+	case "status":
+		return runStatus(ctx, args, stdout, stderr)
+	case "demo":
+		return runDemo(ctx, args, stdout, stderr)
+	case "certs":
+		return runCerts(args, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "meshfed", build)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+// logFlags declares the logging flags shared by the long-running commands.
+type logFlags struct {
+	level  string
+	format string
+}
+
+func (l *logFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&l.format, "log-format", "text", "text or json")
+}
+
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
+	}
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("meshfed "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/meshfed/meshfed/spoke"
+)
+
+func runSpoke(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg := spoke.DefaultConfig()
+	cfg.Build = build
+	var lf logFlags
+	fs := newFlagSet("spoke", stderr)
+	cfg.AddFlags(fs)
+	lf.add(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	s, err := spoke.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}

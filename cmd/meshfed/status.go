@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/meshfed/meshfed/hub/debug"
+)
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", stderr)
+	addr := fs.String("debug-addr", "127.0.0.1:8080", "the hub's debug address")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	base := *addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/clusters", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the hub at %s: %w", *addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("ask the hub at %s: %s", *addr, resp.Status)
+	}
+	var body debug.ClustersResponse
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return fmt.Errorf("read the hub's answer: %w", err)
+	}
+	return printStatus(stdout, body, time.Now())
+}
+
+func printStatus(w io.Writer, body debug.ClustersResponse, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tNETWORK\tCONNECTED\tVERSION\tSERVICES\tENDPOINTS\tWORKLOADS\tLAST ACK")
+	for _, c := range body.Clusters {
+		ack := "never"
+		if !c.LastAck.IsZero() {
+			ack = now.Sub(c.LastAck).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%d\t%d\t%d\t%d\t%s\n",
+			c.ID, orDash(c.Network), c.Connected, c.ShardVersion, c.Services, c.Endpoints, c.Workloads, ack)
+	}
+	if len(body.Clusters) == 0 {
+		fmt.Fprintln(tw, "(no clusters have connected)")
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

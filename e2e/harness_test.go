@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/ingest"
+	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/spoke/shard"
+	"github.com/meshfed/meshfed/spoke/uplink"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	t.Helper()
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// memHub is an ingest server and registry on an in-memory gRPC transport.
+type memHub struct {
+	reg    *registry.Registry
+	lis    *bufconn.Listener
+	client federationpb.FederationClient
+
+	mu     sync.Mutex
+	chunks []*federationpb.ShardUpdate // every update message received
+}
+
+func newMemHub(t *testing.T, limits registry.Limits, maxMessageBytes int) *memHub {
+	t.Helper()
+	h := &memHub{reg: registry.New(limits, nil, testLogger(t)), lis: bufconn.Listen(1 << 20)}
+	srv := ingest.NewServer(ingest.Config{MaxMessageBytes: maxMessageBytes, HubID: "test"}, h.reg, ingest.Insecure, nil, testLogger(t))
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageBytes), grpc.StreamInterceptor(h.record))
+	federationpb.RegisterFederationServer(g, srv)
+	go func() { _ = g.Serve(h.lis) }()
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return h.lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	h.client = federationpb.NewFederationClient(conn)
+	return h
+}
+
+// record keeps every update message the hub receives.
+func (h *memHub) record(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, &recordingStream{ServerStream: ss, h: h})
+}
+
+type recordingStream struct {
+	grpc.ServerStream
+	h *memHub
+}
+
+func (s *recordingStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if sm, ok := m.(*federationpb.SpokeMessage); ok && err == nil && sm.GetUpdate() != nil {
+		s.h.mu.Lock()
+		s.h.chunks = append(s.h.chunks, proto.CloneOf(sm.GetUpdate()))
+		s.h.mu.Unlock()
+	}
+	return err
+}
+
+func (h *memHub) received() []*federationpb.ShardUpdate {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*federationpb.ShardUpdate(nil), h.chunks...)
+}
+
+// killableDialer opens streams that a test can break, as a network fault.
+type killableDialer struct {
+	client federationpb.FederationClient
+	mu     sync.Mutex
+	cancel context.CancelFunc
+}
+
+func (d *killableDialer) dial(ctx context.Context) (uplink.Stream, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	d.mu.Lock()
+	d.cancel = cancel
+	d.mu.Unlock()
+	s, err := d.client.Sync(ctx)
+	if err != nil {
+		cancel()
+	}
+	return s, err
+}
+
+func (d *killableDialer) kill() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cancel != nil {
+		d.cancel()
+	}
+}
+
+func newUplink(t *testing.T, cluster string, tr *shard.Tracker, dial uplink.Dialer) *uplink.Uplink {
+	t.Helper()
+	return uplink.New(uplink.Config{ClusterID: cluster, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, tr, dial, testLogger(t))
+}
+
+// runUplink runs an uplink for t until the test ends.
+func runUplink(t *testing.T, cluster string, tr *shard.Tracker, dial uplink.Dialer) *uplink.Uplink {
+	t.Helper()
+	u := newUplink(t, cluster, tr, dial)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = u.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return u
+}
+
+// await waits for cond on the registry's snapshots, failing after 20s.
+func await(t *testing.T, reg *registry.Registry, what string, cond func(*registry.Snapshot) bool) *registry.Snapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	s, err := reg.Current().Await(ctx, cond)
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+	return s
+}
+
+// endpointsOf returns the addresses of a service's endpoints in one cluster.
+func endpointsOf(s *registry.Snapshot, key string, cluster federation.ClusterID) []string {
+	v, ok := s.Service(key)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, c := range v.Clusters {
+		if c.Cluster == cluster {
+			for _, e := range c.Endpoints {
+				out = append(out, e.GetAddress())
+			}
+		}
+	}
+	return out
+}
+
+func testCluster(id, network string) *federationpb.Cluster {
+	return &federationpb.Cluster{Id: id, Network: network, TrustDomain: "cluster.local"}
+}
+
+func testService(ns, name string) *federationpb.Service {
+	return &federationpb.Service{
+		Namespace: ns, Name: name, Hostname: name + "." + ns + ".svc.cluster.local",
+		Type:   federationpb.ServiceType_SERVICE_TYPE_CLUSTER_IP,
+		Ports:  []*federationpb.ServicePort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 8080, TargetPort: 8080}},
+		Export: &federationpb.Export{Source: federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT},
+	}
+}
+
+func testEndpoints(ns, svc string, n int, base int) []*federationpb.Endpoint {
+	out := make([]*federationpb.Endpoint, n)
+	for i := range n {
+		j := base + i
+		out[i] = &federationpb.Endpoint{
+			Namespace: ns, Service: svc,
+			Address:  fmt.Sprintf("10.%d.%d.%d", j>>16&255, j>>8&255, j&255),
+			Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 8080}},
+			Ready:    true,
+			Serving:  true,
+			Node:     "node-1",
+			Locality: &federationpb.Locality{Region: "r1", Zone: "z1"},
+		}
+	}
+	return out
+}
+
+// fill writes a cluster with one service of n endpoints into a tracker.
+func fill(tr *shard.Tracker, cluster, network string, n int) {
+	tr.Update(time.Now(), true, func(w shard.Writer) {
+		w.SetCluster(testCluster(cluster, network))
+		w.PutService(testService("demo", "echo"))
+		w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", n, 1))
+	})
+}

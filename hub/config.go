@@ -1,0 +1,88 @@
+package hub
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/meshfed/meshfed/hub/registry"
+)
+
+// Config configures a hub.
+type Config struct {
+	// FederationAddr is where spokes connect.
+	FederationAddr string
+	// DebugAddr serves /debug/*, /healthz, /readyz and /metrics. It is
+	// local-only by default: the debug views show the whole clusterset.
+	DebugAddr string
+	// TLS: the hub's certificate and the CA that signs spoke certificates.
+	CertFile, KeyFile, CAFile string
+	// Insecure serves plaintext and trusts each spoke's claimed cluster.
+	Insecure bool
+	// TrustDomain of the spoke identities spiffe://<td>/meshfed/cluster/<id>.
+	TrustDomain string
+	// MaxMessageBytes bounds every federation message in both directions.
+	MaxMessageBytes int
+	// Limits caps each cluster's shard.
+	Limits registry.Limits
+	// Keepalive pings idle spoke connections and drops dead ones.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// ID names this replica (default: the host name).
+	ID string
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		FederationAddr:   ":9443",
+		DebugAddr:        "127.0.0.1:8080",
+		TrustDomain:      "cluster.local",
+		MaxMessageBytes:  4 << 20,
+		Limits:           registry.Limits{MaxServices: 10_000, MaxEndpoints: 200_000, MaxWorkloads: 200_000},
+		KeepaliveTime:    30 * time.Second,
+		KeepaliveTimeout: 10 * time.Second,
+		ID:               host,
+	}
+}
+
+// AddFlags declares the hub's flags, defaulting to c's values.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.FederationAddr, "federation-addr", c.FederationAddr, "address for spoke connections (gRPC)")
+	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "address for /debug, /healthz, /readyz and /metrics (HTTP; keep it local)")
+	fs.StringVar(&c.CertFile, "tls-cert", c.CertFile, "the hub's TLS certificate (PEM)")
+	fs.StringVar(&c.KeyFile, "tls-key", c.KeyFile, "the hub's TLS key (PEM)")
+	fs.StringVar(&c.CAFile, "tls-ca", c.CAFile, "the CA that signs spoke certificates (PEM)")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "serve plaintext and trust each spoke's claimed cluster (local testing only)")
+	fs.StringVar(&c.TrustDomain, "trust-domain", c.TrustDomain, "trust domain of spoke identities spiffe://<trust-domain>/meshfed/cluster/<id>")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest federation message accepted or sent")
+	fs.IntVar(&c.Limits.MaxServices, "max-services-per-cluster", c.Limits.MaxServices, "cap on a cluster's exported services (0: none)")
+	fs.IntVar(&c.Limits.MaxEndpoints, "max-endpoints-per-cluster", c.Limits.MaxEndpoints, "cap on a cluster's endpoints (0: none)")
+	fs.IntVar(&c.Limits.MaxWorkloads, "max-workloads-per-cluster", c.Limits.MaxWorkloads, "cap on a cluster's workloads (0: none)")
+	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping a spoke connection idle for this long")
+	fs.DurationVar(&c.KeepaliveTimeout, "keepalive-timeout", c.KeepaliveTimeout, "drop a spoke connection whose ping is unanswered for this long")
+	fs.StringVar(&c.ID, "id", c.ID, "name of this hub replica")
+}
+
+// Validate reports the first problem in c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.FederationAddr == "" {
+		errs = append(errs, errors.New("--federation-addr is required"))
+	}
+	if !c.Insecure && (c.CertFile == "" || c.KeyFile == "" || c.CAFile == "") {
+		errs = append(errs, errors.New("--tls-cert, --tls-key and --tls-ca are required (or --insecure for plaintext)"))
+	}
+	if c.MaxMessageBytes < 64<<10 {
+		errs = append(errs, fmt.Errorf("--max-message-bytes %d is below 64 KiB", c.MaxMessageBytes))
+	}
+	if c.Limits.MaxServices < 0 || c.Limits.MaxEndpoints < 0 || c.Limits.MaxWorkloads < 0 {
+		errs = append(errs, errors.New("per-cluster caps cannot be negative"))
+	}
+	if c.TrustDomain == "" {
+		errs = append(errs, errors.New("--trust-domain is required"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,150 @@
+// Package debug serves the hub's operator endpoints: JSON views of the
+// clusters and the merged services under /debug/, health and readiness
+// probes, and Prometheus metrics.
+package debug
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/registry"
+)
+
+// Source is what the debug endpoints read.
+type Source interface {
+	Status() []registry.ClusterStatus
+	Current() *registry.Snapshot
+}
+
+var _ Source = (*registry.Registry)(nil)
+
+// Handler returns the debug mux. ready reports readiness for /readyz.
+func Handler(src Source, gatherer prometheus.Gatherer, ready func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/clusters", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, ClustersResponse{Clusters: src.Status()})
+	})
+	mux.HandleFunc("GET /debug/services", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, servicesResponse(src.Current()))
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil && !ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// ClustersResponse is the body of /debug/clusters.
+type ClustersResponse struct {
+	Clusters []registry.ClusterStatus `json:"clusters"`
+}
+
+// ServicesResponse is the body of /debug/services.
+type ServicesResponse struct {
+	Revision uint64    `json:"revision"`
+	Services []Service `json:"services"`
+}
+
+// Service is one merged clusterset service.
+type Service struct {
+	Namespace          string                `json:"namespace"`
+	Name               string                `json:"name"`
+	Hostname           string                `json:"hostname"`
+	ClustersetHostname string                `json:"clustersetHostname,omitempty"`
+	Type               string                `json:"type"`
+	Ports              []Port                `json:"ports"`
+	Conflicts          []federation.Conflict `json:"conflicts,omitempty"`
+	Clusters           []ServiceCluster      `json:"clusters"`
+}
+
+// Port is a service port.
+type Port struct {
+	Name     string `json:"name,omitempty"`
+	Port     uint32 `json:"port"`
+	Protocol string `json:"protocol"`
+}
+
+// ServiceCluster is one cluster's export of a service.
+type ServiceCluster struct {
+	Cluster    federation.ClusterID `json:"cluster"`
+	Network    federation.NetworkID `json:"network"`
+	ClusterIPs []string             `json:"clusterIPs,omitempty"`
+	Endpoints  []Endpoint           `json:"endpoints"`
+}
+
+// Endpoint is a tagged endpoint.
+type Endpoint struct {
+	Address     string               `json:"address"`
+	Cluster     federation.ClusterID `json:"cluster"`
+	Network     federation.NetworkID `json:"network"`
+	Ports       []Port               `json:"ports,omitempty"`
+	Ready       bool                 `json:"ready"`
+	Serving     bool                 `json:"serving"`
+	Terminating bool                 `json:"terminating,omitempty"`
+	Node        string               `json:"node,omitempty"`
+	Locality    string               `json:"locality,omitempty"`
+	Workload    string               `json:"workload,omitempty"`
+}
+
+func protocolName(p federationpb.Protocol) string {
+	switch p {
+	case federationpb.Protocol_PROTOCOL_UDP:
+		return "UDP"
+	case federationpb.Protocol_PROTOCOL_SCTP:
+		return "SCTP"
+	default:
+		return "TCP"
+	}
+}
+
+func servicesResponse(s *registry.Snapshot) ServicesResponse {
+	out := ServicesResponse{Revision: s.Revision(), Services: []Service{}}
+	for _, v := range s.Services() {
+		svc := Service{
+			Namespace: v.Namespace, Name: v.Name, Hostname: v.Hostname, ClustersetHostname: v.ClustersetHostname,
+			Type: v.Type.String(), Conflicts: v.Conflicts, Ports: []Port{}, Clusters: []ServiceCluster{},
+		}
+		for _, p := range v.Ports {
+			svc.Ports = append(svc.Ports, Port{Name: p.GetName(), Port: p.GetPort(), Protocol: protocolName(p.GetProtocol())})
+		}
+		for _, c := range v.Clusters {
+			sc := ServiceCluster{Cluster: c.Cluster, Network: c.Network, ClusterIPs: c.Service.GetClusterIps(), Endpoints: []Endpoint{}}
+			for _, e := range c.Endpoints {
+				ep := Endpoint{
+					Address: e.GetAddress(), Cluster: e.Cluster, Network: e.Network,
+					Ready: e.GetReady(), Serving: e.GetServing(), Terminating: e.GetTerminating(), Node: e.GetNode(),
+				}
+				if l := e.GetLocality(); l != nil {
+					ep.Locality = l.GetRegion() + "/" + l.GetZone() + "/" + l.GetSubzone()
+				}
+				if wr := e.GetWorkload(); wr != nil {
+					ep.Workload = wr.GetKind() + "/" + wr.GetName()
+				}
+				for _, p := range e.GetPorts() {
+					ep.Ports = append(ep.Ports, Port{Name: p.GetName(), Port: p.GetPort(), Protocol: protocolName(p.GetProtocol())})
+				}
+				sc.Endpoints = append(sc.Endpoints, ep)
+			}
+			svc.Clusters = append(svc.Clusters, sc)
+		}
+		out.Services = append(out.Services, svc)
+	}
+	return out
+}

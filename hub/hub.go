@@ -1,0 +1,136 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/debug"
+	"github.com/meshfed/meshfed/hub/ingest"
+	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/pki"
+)
+
+// Hub is a running hub's components. Its listeners are bound by New, so
+// their addresses are known before Run.
+type Hub struct {
+	cfg      Config
+	log      *slog.Logger
+	registry *registry.Registry
+	grpc     *grpc.Server
+	http     *http.Server
+	fedLis   net.Listener
+	debugLis net.Listener
+}
+
+// New builds a hub and binds its listeners.
+func New(cfg Config, log *slog.Logger) (*Hub, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	reg := registry.New(cfg.Limits, nil, log.With("component", "registry"))
+	auth := ingest.Authenticator(ingest.PeerCertificate{TrustDomain: cfg.TrustDomain})
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveTime / 2, PermitWithoutStream: true}),
+	}
+	if cfg.Insecure {
+		auth = ingest.Insecure
+		log.Warn("serving plaintext federation: spokes are trusted to name their own cluster")
+	} else {
+		tlsCfg, err := pki.ServerConfig(cfg.CertFile, cfg.KeyFile, cfg.CAFile, log.With("component", "tls"))
+		if err != nil {
+			return nil, fmt.Errorf("federation TLS: %w", err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv := ingest.NewServer(ingest.Config{MaxMessageBytes: cfg.MaxMessageBytes, HubID: cfg.ID}, reg, auth,
+		ingest.NewMetrics(promReg), log.With("component", "ingest"))
+	g := grpc.NewServer(opts...)
+	federationpb.RegisterFederationServer(g, srv)
+
+	h := &Hub{cfg: cfg, log: log, registry: reg, grpc: g}
+	var err error
+	if h.fedLis, err = net.Listen("tcp", cfg.FederationAddr); err != nil {
+		return nil, fmt.Errorf("federation listener: %w", err)
+	}
+	if cfg.DebugAddr != "" {
+		if h.debugLis, err = net.Listen("tcp", cfg.DebugAddr); err != nil {
+			_ = h.fedLis.Close()
+			return nil, fmt.Errorf("debug listener: %w", err)
+		}
+		h.http = &http.Server{
+			Handler:           debug.Handler(reg, promReg, func() bool { return true }),
+			ReadHeaderTimeout: 10 * time.Second,
+		}
+	}
+	return h, nil
+}
+
+// Registry is the hub's registry.
+func (h *Hub) Registry() *registry.Registry { return h.registry }
+
+// FederationAddr is the bound federation address.
+func (h *Hub) FederationAddr() net.Addr { return h.fedLis.Addr() }
+
+// DebugAddr is the bound debug address, or nil when disabled.
+func (h *Hub) DebugAddr() net.Addr {
+	if h.debugLis == nil {
+		return nil
+	}
+	return h.debugLis.Addr()
+}
+
+// Run serves until ctx ends, then stops gracefully.
+func (h *Hub) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := h.grpc.Serve(h.fedLis); err != nil {
+			return fmt.Errorf("federation server: %w", err)
+		}
+		return nil
+	})
+	if h.http != nil {
+		g.Go(func() error {
+			if err := h.http.Serve(h.debugLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("debug server: %w", err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		<-ctx.Done()
+		h.grpc.Stop() // streams are long-lived: GracefulStop would wait for every spoke to leave
+		if h.http != nil {
+			shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = h.http.Shutdown(shutdown)
+		}
+		return nil
+	})
+	h.log.Info("hub serving", "federation", h.FederationAddr().String(), "debug", addrString(h.DebugAddr()), "tls", !h.cfg.Insecure)
+	return g.Wait()
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}

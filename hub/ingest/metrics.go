@@ -1,0 +1,74 @@
+package ingest
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshfed/meshfed/federation"
+)
+
+// Metrics are the ingest server's Prometheus metrics. A nil *Metrics
+// records nothing.
+type Metrics struct {
+	streams  *prometheus.GaugeVec
+	updates  *prometheus.CounterVec
+	bytes    *prometheus.CounterVec
+	refusals prometheus.Counter
+	delay    prometheus.Histogram
+}
+
+// NewMetrics registers the ingest metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshfed_hub_spoke_streams", Help: "Connected spoke streams per cluster.",
+		}, []string{"cluster"}),
+		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshfed_hub_shard_updates_total", Help: "Shard updates per cluster and result (ack or nack).",
+		}, []string{"cluster", "result"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshfed_hub_shard_received_bytes_total", Help: "Bytes of shard updates received per cluster.",
+		}, []string{"cluster"}),
+		refusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshfed_hub_spoke_refusals_total", Help: "Streams refused because the claimed cluster is not the credential's.",
+		}),
+		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "meshfed_hub_ingest_delay_seconds",
+			Help:    "From the spoke observing a change to the hub applying it (includes clock skew between the two).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+	}
+	reg.MustRegister(m.streams, m.updates, m.bytes, m.refusals, m.delay)
+	return m
+}
+
+func (m *Metrics) connected(id federation.ClusterID, delta float64) {
+	if m != nil {
+		m.streams.WithLabelValues(string(id)).Add(delta)
+	}
+}
+
+func (m *Metrics) received(id federation.ClusterID, n int) {
+	if m != nil {
+		m.bytes.WithLabelValues(string(id)).Add(float64(n))
+	}
+}
+
+func (m *Metrics) update(id federation.ClusterID, result string) {
+	if m != nil {
+		m.updates.WithLabelValues(string(id), result).Inc()
+	}
+}
+
+func (m *Metrics) refused() {
+	if m != nil {
+		m.refusals.Inc()
+	}
+}
+
+func (m *Metrics) observeDelay(d time.Duration) {
+	if m != nil {
+		m.delay.Observe(d.Seconds())
+	}
+}

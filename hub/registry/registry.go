@@ -1,0 +1,580 @@
+package registry
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// Limits caps each cluster's shard. Zero means no cap.
+type Limits struct {
+	MaxServices  int
+	MaxEndpoints int
+	MaxWorkloads int
+}
+
+// Registry holds every cluster's shard and publishes clusterset snapshots.
+type Registry struct {
+	limits Limits
+	now    func() time.Time
+	log    *slog.Logger
+
+	mu     sync.Mutex // serialises writers; readers use current
+	shards map[federation.ClusterID]*shard
+
+	current atomic.Pointer[Snapshot]
+}
+
+// New returns an empty registry. now may be nil (time.Now).
+func New(limits Limits, now func() time.Time, log *slog.Logger) *Registry {
+	if now == nil {
+		now = time.Now
+	}
+	r := &Registry{limits: limits, now: now, log: log, shards: map[federation.ClusterID]*shard{}}
+	r.current.Store(emptySnapshot())
+	return r
+}
+
+// Limits returns the per-cluster caps.
+func (r *Registry) Limits() Limits { return r.limits }
+
+// Current returns the current snapshot. It never blocks.
+func (r *Registry) Current() *Snapshot { return r.current.Load() }
+
+// shard is one cluster's state at the hub. Guarded by Registry.mu.
+type shard struct {
+	id        federation.ClusterID
+	cluster   *federationpb.Cluster // nil until the first full update
+	session   string
+	version   uint64
+	services  map[string]*federationpb.Service
+	endpoints map[string]map[string]*federationpb.Endpoint // service key → endpoint key → endpoint
+	nEndpoint int
+	workloads map[string]*federationpb.Workload
+
+	gen        uint64 // generation of the owning Conn
+	superseded chan struct{}
+	status     ClusterStatus
+}
+
+func newShard(id federation.ClusterID) *shard {
+	return &shard{
+		id:        id,
+		services:  map[string]*federationpb.Service{},
+		endpoints: map[string]map[string]*federationpb.Endpoint{},
+		workloads: map[string]*federationpb.Workload{},
+	}
+}
+
+func (s *shard) network() federation.NetworkID { return federation.NetworkID(s.cluster.GetNetwork()) }
+
+// ClusterStatus reports a cluster's connection and shard, for operators.
+type ClusterStatus struct {
+	ID             federation.ClusterID `json:"id"`
+	Network        string               `json:"network"`
+	TrustDomain    string               `json:"trustDomain,omitempty"`
+	Connected      bool                 `json:"connected"`
+	ConnectedSince time.Time            `json:"connectedSince,omitzero"`
+	DisconnectedAt time.Time            `json:"disconnectedAt,omitzero"`
+	Session        string               `json:"session,omitempty"`
+	Build          string               `json:"build,omitempty"`
+	ShardVersion   uint64               `json:"shardVersion"`
+	LastAck        time.Time            `json:"lastAck,omitzero"`
+	LastNack       time.Time            `json:"lastNack,omitzero"`
+	LastNackReason string               `json:"lastNackReason,omitempty"`
+	Nacks          uint64               `json:"nacks"`
+	Services       int                  `json:"services"`
+	Endpoints      int                  `json:"endpoints"`
+	Workloads      int                  `json:"workloads"`
+	Gateways       int                  `json:"gateways"`
+}
+
+// Status returns every cluster's status, sorted by ID.
+func (r *Registry) Status() []ClusterStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]ClusterStatus, 0, len(r.shards))
+	for _, s := range r.shards {
+		st := s.status
+		st.ID = s.id
+		st.Network = s.cluster.GetNetwork()
+		st.TrustDomain = s.cluster.GetTrustDomain()
+		st.Session = s.session
+		st.ShardVersion = s.version
+		st.Services = len(s.services)
+		st.Endpoints = s.nEndpoint
+		st.Workloads = len(s.workloads)
+		st.Gateways = len(s.cluster.GetGateways())
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b ClusterStatus) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Conn is one stream's hold on a cluster's shard. Only the newest Conn of
+// a cluster may write; older ones get ErrSuperseded.
+type Conn struct {
+	r          *Registry
+	id         federation.ClusterID
+	gen        uint64
+	superseded chan struct{}
+}
+
+// Connect takes the cluster's shard for a new stream and supersedes the
+// previous stream's Conn, if any.
+func (r *Registry) Connect(id federation.ClusterID, build string) *Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.shards[id]
+	if !ok {
+		s = newShard(id)
+		r.shards[id] = s
+	}
+	if s.superseded != nil {
+		close(s.superseded)
+	}
+	s.gen++
+	s.superseded = make(chan struct{})
+	s.status.Connected = true
+	s.status.ConnectedSince = r.now()
+	s.status.Build = build
+	if s.cluster != nil {
+		r.publishLocked(changeSet{cluster: id, clusters: true})
+	}
+	return &Conn{r: r, id: id, gen: s.gen, superseded: s.superseded}
+}
+
+// Cluster is the cluster this Conn writes.
+func (c *Conn) Cluster() federation.ClusterID { return c.id }
+
+// Superseded is closed when a newer stream took the cluster over.
+func (c *Conn) Superseded() <-chan struct{} { return c.superseded }
+
+// owned returns the shard when c still owns it. Callers hold r.mu.
+func (c *Conn) owned() (*shard, error) {
+	s := c.r.shards[c.id]
+	if s.gen != c.gen {
+		return nil, fmt.Errorf("cluster %q: %w", c.id, ErrSuperseded)
+	}
+	return s, nil
+}
+
+// Close releases the shard. The cluster is marked disconnected unless a
+// newer stream holds it; its shard stays.
+func (c *Conn) Close() {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	s, err := c.owned()
+	if err != nil {
+		return
+	}
+	s.gen++ // nothing can write through c any more
+	s.status.Connected = false
+	s.status.DisconnectedAt = c.r.now()
+	if s.cluster != nil {
+		c.r.publishLocked(changeSet{cluster: c.id, clusters: true})
+	}
+}
+
+// Resume reports whether the hub holds the spoke's session at a version
+// between acked and sent, from which the spoke can send a delta.
+func (c *Conn) Resume(session string, acked, sent uint64) (version uint64, ok bool) {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	s, err := c.owned()
+	if err != nil || s.cluster == nil || session == "" || s.session != session {
+		return 0, false
+	}
+	if s.version < acked || s.version > sent {
+		return 0, false
+	}
+	return s.version, true
+}
+
+// RecordNack counts a rejected update in the cluster's status.
+func (c *Conn) RecordNack(reason string) {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	if s, err := c.owned(); err == nil {
+		s.status.LastNack = c.r.now()
+		s.status.LastNackReason = reason
+		s.status.Nacks++
+	}
+}
+
+// Apply validates a complete update (all chunks merged) and applies it to
+// the cluster's shard, whole or not at all. Errors wrap
+// federation.ErrInvalid, federation.ErrOverLimit, ErrNoBase,
+// ErrStaleVersion or ErrSuperseded.
+func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
+	if err := federation.ValidateUpdate(u); err != nil {
+		return fmt.Errorf("cluster %q: version %d: %w", c.id, u.GetVersion(), err)
+	}
+	if cl := u.GetCluster(); cl != nil && federation.ClusterID(cl.GetId()) != c.id {
+		return fmt.Errorf("cluster %q: version %d: %w", c.id, u.GetVersion(), &federation.ValidationError{
+			Kind: "cluster", Key: cl.GetId(), Field: "id", Reason: fmt.Sprintf("is not this stream's cluster %q", c.id),
+		})
+	}
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, err := c.owned()
+	if err != nil {
+		return err
+	}
+	var changes changeSet
+	if u.GetFull() {
+		if u.GetCluster() == nil {
+			return fmt.Errorf("cluster %q: version %d: %w", c.id, u.GetVersion(), &federation.ValidationError{
+				Kind: "update", Field: "cluster", Reason: "required in a full update",
+			})
+		}
+		if s.session == session && u.GetVersion() <= s.version {
+			return fmt.Errorf("cluster %q: version %d after %d: %w", c.id, u.GetVersion(), s.version, ErrStaleVersion)
+		}
+		if err := r.checkLimits(c.id, len(u.GetServices()), len(u.GetEndpoints()), len(u.GetWorkloads())); err != nil {
+			return err
+		}
+		changes = s.replace(u)
+	} else {
+		if s.cluster == nil || s.session != session {
+			return fmt.Errorf("cluster %q: version %d: %w", c.id, u.GetVersion(), ErrNoBase)
+		}
+		if u.GetVersion() <= s.version {
+			return fmt.Errorf("cluster %q: version %d after %d: %w", c.id, u.GetVersion(), s.version, ErrStaleVersion)
+		}
+		ns, ne, nw := s.countAfter(u)
+		if err := r.checkLimits(c.id, ns, ne, nw); err != nil {
+			return err
+		}
+		changes = s.patch(u)
+	}
+	s.session = session
+	s.version = u.GetVersion()
+	s.status.LastAck = r.now()
+	r.publishLocked(changes)
+	return nil
+}
+
+func (r *Registry) checkLimits(id federation.ClusterID, services, endpoints, workloads int) error {
+	for _, c := range []struct {
+		kind     string
+		n, limit int
+	}{
+		{"services", services, r.limits.MaxServices},
+		{"endpoints", endpoints, r.limits.MaxEndpoints},
+		{"workloads", workloads, r.limits.MaxWorkloads},
+	} {
+		if c.limit > 0 && c.n > c.limit {
+			return fmt.Errorf("cluster %q: %d %s exceed the hub's cap of %d per cluster: %w", id, c.n, c.kind, c.limit, federation.ErrOverLimit)
+		}
+	}
+	return nil
+}
+
+// changeSet accumulates what an update touched.
+type changeSet struct {
+	cluster   federation.ClusterID
+	services  map[string]struct{}
+	workloads map[string]struct{} // shard uids, not yet cluster-qualified
+	clusters  bool
+	// all marks every service and workload of the shard changed (its
+	// network changed).
+	all bool
+}
+
+func (c *changeSet) service(key string) {
+	if c.services == nil {
+		c.services = map[string]struct{}{}
+	}
+	c.services[key] = struct{}{}
+}
+
+func (c *changeSet) workload(uid string) {
+	if c.workloads == nil {
+		c.workloads = map[string]struct{}{}
+	}
+	c.workloads[uid] = struct{}{}
+}
+
+// setCluster records new cluster facts.
+func (s *shard) setCluster(cl *federationpb.Cluster, ch *changeSet) {
+	if proto.Equal(s.cluster, cl) {
+		return
+	}
+	if s.cluster != nil && s.cluster.GetNetwork() != cl.GetNetwork() {
+		ch.all = true
+	}
+	s.cluster = cl
+	ch.clusters = true
+}
+
+// replace swaps the shard's objects for a full update's, recording only the
+// objects that differ.
+func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
+	ch := changeSet{cluster: s.id}
+	s.setCluster(u.GetCluster(), &ch)
+
+	services := make(map[string]*federationpb.Service, len(u.GetServices()))
+	for _, svc := range u.GetServices() {
+		k := federation.KeyOfService(svc)
+		services[k] = svc
+		if old, ok := s.services[k]; !ok || !proto.Equal(old, svc) {
+			ch.service(k)
+		} else {
+			services[k] = old // keep the pointer snapshots already share
+		}
+	}
+	for k := range s.services {
+		if _, ok := services[k]; !ok {
+			ch.service(k)
+		}
+	}
+	s.services = services
+
+	endpoints := make(map[string]map[string]*federationpb.Endpoint, len(s.endpoints))
+	for _, ep := range u.GetEndpoints() {
+		sk := federation.ServiceKey(ep.GetNamespace(), ep.GetService())
+		ek := federation.EndpointKey(ep)
+		m := endpoints[sk]
+		if m == nil {
+			m = map[string]*federationpb.Endpoint{}
+			endpoints[sk] = m
+		}
+		m[ek] = ep
+		if old, ok := s.endpoints[sk][ek]; !ok || !proto.Equal(old, ep) {
+			ch.service(sk)
+		} else {
+			m[ek] = old
+		}
+	}
+	for sk, m := range s.endpoints {
+		for ek := range m {
+			if _, ok := endpoints[sk][ek]; !ok {
+				ch.service(sk)
+				break
+			}
+		}
+	}
+	s.endpoints = endpoints
+	s.nEndpoint = len(u.GetEndpoints())
+
+	workloads := make(map[string]*federationpb.Workload, len(u.GetWorkloads()))
+	for _, w := range u.GetWorkloads() {
+		workloads[w.GetUid()] = w
+		if old, ok := s.workloads[w.GetUid()]; !ok || !proto.Equal(old, w) {
+			ch.workload(w.GetUid())
+		} else {
+			workloads[w.GetUid()] = old
+		}
+	}
+	for uid := range s.workloads {
+		if _, ok := workloads[uid]; !ok {
+			ch.workload(uid)
+		}
+	}
+	s.workloads = workloads
+	return ch
+}
+
+// countAfter returns the shard's sizes after a delta, for limit checks.
+func (s *shard) countAfter(u *federationpb.ShardUpdate) (services, endpoints, workloads int) {
+	services, endpoints, workloads = len(s.services), s.nEndpoint, len(s.workloads)
+	for _, svc := range u.GetServices() {
+		if _, ok := s.services[federation.KeyOfService(svc)]; !ok {
+			services++
+		}
+	}
+	for _, k := range u.GetRemovedServices() {
+		if _, ok := s.services[k]; ok {
+			services--
+		}
+	}
+	for _, ep := range u.GetEndpoints() {
+		if _, ok := s.endpoints[federation.ServiceKey(ep.GetNamespace(), ep.GetService())][federation.EndpointKey(ep)]; !ok {
+			endpoints++
+		}
+	}
+	for _, k := range u.GetRemovedEndpoints() {
+		if _, ok := s.endpoints[federation.EndpointServiceKey(k)][k]; ok {
+			endpoints--
+		}
+	}
+	for _, w := range u.GetWorkloads() {
+		if _, ok := s.workloads[w.GetUid()]; !ok {
+			workloads++
+		}
+	}
+	for _, k := range u.GetRemovedWorkloads() {
+		if _, ok := s.workloads[k]; ok {
+			workloads--
+		}
+	}
+	return services, endpoints, workloads
+}
+
+// patch applies a delta in place.
+func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
+	ch := changeSet{cluster: s.id}
+	if cl := u.GetCluster(); cl != nil {
+		s.setCluster(cl, &ch)
+	}
+	for _, k := range u.GetRemovedServices() {
+		if _, ok := s.services[k]; ok {
+			delete(s.services, k)
+			ch.service(k)
+		}
+	}
+	for _, svc := range u.GetServices() {
+		k := federation.KeyOfService(svc)
+		if !proto.Equal(s.services[k], svc) {
+			s.services[k] = svc
+			ch.service(k)
+		}
+	}
+	for _, ek := range u.GetRemovedEndpoints() {
+		sk := federation.EndpointServiceKey(ek)
+		if m := s.endpoints[sk]; m != nil {
+			if _, ok := m[ek]; ok {
+				delete(m, ek)
+				s.nEndpoint--
+				ch.service(sk)
+				if len(m) == 0 {
+					delete(s.endpoints, sk)
+				}
+			}
+		}
+	}
+	for _, ep := range u.GetEndpoints() {
+		sk := federation.ServiceKey(ep.GetNamespace(), ep.GetService())
+		ek := federation.EndpointKey(ep)
+		m := s.endpoints[sk]
+		if m == nil {
+			m = map[string]*federationpb.Endpoint{}
+			s.endpoints[sk] = m
+		}
+		old, ok := m[ek]
+		if !ok {
+			s.nEndpoint++
+		}
+		if !ok || !proto.Equal(old, ep) {
+			m[ek] = ep
+			ch.service(sk)
+		}
+	}
+	for _, uid := range u.GetRemovedWorkloads() {
+		if _, ok := s.workloads[uid]; ok {
+			delete(s.workloads, uid)
+			ch.workload(uid)
+		}
+	}
+	for _, w := range u.GetWorkloads() {
+		if !proto.Equal(s.workloads[w.GetUid()], w) {
+			s.workloads[w.GetUid()] = w
+			ch.workload(w.GetUid())
+		}
+	}
+	return ch
+}
+
+// publishLocked publishes a snapshot with the changes of one shard (or
+// only cluster facts). Callers hold r.mu.
+func (r *Registry) publishLocked(ch changeSet) {
+	prev := r.current.Load()
+	next := &Snapshot{revision: prev.revision + 1, done: make(chan struct{}), clusters: prev.clusters}
+	if ch.clusters {
+		// Clusters are few: rebuild their map whenever one changes.
+		next.clusters = make(map[federation.ClusterID]*ClusterInfo, len(r.shards))
+		for id, s := range r.shards {
+			if s.cluster != nil {
+				next.clusters[id] = &ClusterInfo{
+					ID:          id,
+					Network:     s.network(),
+					TrustDomain: s.cluster.GetTrustDomain(),
+					Gateways:    s.cluster.GetGateways(),
+					Connected:   s.status.Connected,
+				}
+			}
+		}
+		next.changes.Clusters = true
+	}
+	if ch.all {
+		// The shard's network changed: retag everything it holds.
+		s := r.shards[ch.cluster]
+		for k := range s.services {
+			ch.service(k)
+		}
+		for uid := range s.workloads {
+			ch.workload(uid)
+		}
+	}
+	next.services = r.mergeServices(&prev.services, ch.services, &next.changes)
+	next.workloads = r.tagWorkloads(&prev.workloads, ch.cluster, ch.workloads, &next.changes)
+	if len(next.changes.Services) == 0 && len(next.changes.Workloads) == 0 && !next.changes.Clusters {
+		return // nothing a reader could see changed
+	}
+	prev.next = next
+	r.current.Store(next)
+	close(prev.done)
+}
+
+// mergeServices re-merges the services with the given keys from every shard.
+func (r *Registry) mergeServices(base *cowMap[*federation.ServiceView], keys map[string]struct{}, out *Changes) cowMap[*federation.ServiceView] {
+	if len(keys) == 0 {
+		return *base
+	}
+	edit := newCowEdit(base)
+	for key := range keys {
+		var parts []federation.ClusterService
+		for id, s := range r.shards {
+			svc, ok := s.services[key]
+			if !ok {
+				continue
+			}
+			parts = append(parts, federation.ClusterService{
+				Cluster:   id,
+				Network:   s.network(),
+				Service:   svc,
+				Endpoints: federation.TagEndpoints(id, s.network(), slices.Collect(maps.Values(s.endpoints[key]))),
+			})
+		}
+		if v := federation.MergeService(parts); v != nil {
+			edit.set(key, v)
+		} else {
+			edit.delete(key)
+		}
+		out.Services = append(out.Services, key)
+	}
+	slices.Sort(out.Services)
+	return edit.done()
+}
+
+// tagWorkloads retags one shard's workloads with the given uids.
+func (r *Registry) tagWorkloads(base *cowMap[*federation.TaggedWorkload], id federation.ClusterID, uids map[string]struct{}, out *Changes) cowMap[*federation.TaggedWorkload] {
+	if len(uids) == 0 {
+		return *base
+	}
+	s := r.shards[id]
+	edit := newCowEdit(base)
+	for uid := range uids {
+		key := federation.WorkloadKey(id, uid)
+		if w, ok := s.workloads[uid]; ok {
+			edit.set(key, federation.TagWorkload(id, s.network(), w))
+		} else {
+			edit.delete(key)
+		}
+		out.Workloads = append(out.Workloads, key)
+	}
+	slices.Sort(out.Workloads)
+	return edit.done()
+}

@@ -1,0 +1,128 @@
+package registry
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// ClusterInfo is what the clusterset knows of one cluster.
+type ClusterInfo struct {
+	ID          federation.ClusterID
+	Network     federation.NetworkID
+	TrustDomain string
+	Gateways    []*federationpb.Gateway
+	Connected   bool
+}
+
+// Changes lists what a snapshot changed relative to its predecessor, so
+// that consumers can do incremental work.
+type Changes struct {
+	// Services are the keys (namespace/name) of added, changed or removed services.
+	Services []string
+	// Workloads are the keys (cluster/uid) of added, changed or removed workloads.
+	Workloads []string
+	// Clusters is true when some ClusterInfo changed.
+	Clusters bool
+}
+
+// Snapshot is an immutable, versioned view of the clusterset.
+type Snapshot struct {
+	revision  uint64
+	clusters  map[federation.ClusterID]*ClusterInfo
+	services  cowMap[*federation.ServiceView]
+	workloads cowMap[*federation.TaggedWorkload]
+	changes   Changes
+
+	done chan struct{}
+	next *Snapshot // set before done is closed
+}
+
+func emptySnapshot() *Snapshot {
+	return &Snapshot{clusters: map[federation.ClusterID]*ClusterInfo{}, done: make(chan struct{})}
+}
+
+// Revision increases by one with every published snapshot.
+func (s *Snapshot) Revision() uint64 { return s.revision }
+
+// Changes says what changed since the previous revision.
+func (s *Snapshot) Changes() Changes { return s.changes }
+
+// Done is closed when a newer snapshot has been published.
+func (s *Snapshot) Done() <-chan struct{} { return s.done }
+
+// Next returns the snapshot that replaced s, or nil while s is current.
+func (s *Snapshot) Next() *Snapshot {
+	select {
+	case <-s.done:
+		return s.next
+	default:
+		return nil
+	}
+}
+
+// Cluster returns what the clusterset knows of a cluster.
+func (s *Snapshot) Cluster(id federation.ClusterID) (*ClusterInfo, bool) {
+	c, ok := s.clusters[id]
+	return c, ok
+}
+
+// Clusters returns every known cluster, sorted by ID.
+func (s *Snapshot) Clusters() []*ClusterInfo {
+	out := make([]*ClusterInfo, 0, len(s.clusters))
+	for _, c := range s.clusters {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *ClusterInfo) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Service returns the clusterset service namespace/name.
+func (s *Snapshot) Service(key string) (*federation.ServiceView, bool) { return s.services.get(key) }
+
+// ServiceCount is the number of clusterset services.
+func (s *Snapshot) ServiceCount() int { return s.services.len }
+
+// Services returns every clusterset service, sorted by key.
+func (s *Snapshot) Services() []*federation.ServiceView {
+	out := make([]*federation.ServiceView, 0, s.services.len)
+	s.services.all(func(_ string, v *federation.ServiceView) { out = append(out, v) })
+	slices.SortFunc(out, func(a, b *federation.ServiceView) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
+// Workload returns a workload by its clusterset key (cluster/uid).
+func (s *Snapshot) Workload(key string) (*federation.TaggedWorkload, bool) {
+	return s.workloads.get(key)
+}
+
+// WorkloadCount is the number of workloads in the clusterset.
+func (s *Snapshot) WorkloadCount() int { return s.workloads.len }
+
+// Workloads returns every workload, sorted by cluster and uid.
+func (s *Snapshot) Workloads() []*federation.TaggedWorkload {
+	out := make([]*federation.TaggedWorkload, 0, s.workloads.len)
+	s.workloads.all(func(_ string, w *federation.TaggedWorkload) { out = append(out, w) })
+	slices.SortFunc(out, func(a, b *federation.TaggedWorkload) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.GetUid(), b.GetUid()))
+	})
+	return out
+}
+
+// Await returns the first snapshot, starting at s, for which cond holds.
+func (s *Snapshot) Await(ctx context.Context, cond func(*Snapshot) bool) (*Snapshot, error) {
+	for {
+		if cond(s) {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return s, context.Cause(ctx)
+		case <-s.done:
+			s = s.next
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package spoke
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/meshfed/meshfed/spoke/normalize"
+)
+
+// Config configures a spoke.
+type Config struct {
+	ClusterID   string
+	Network     string
+	TrustDomain string
+	// Hub is the hub's federation address, host:port.
+	Hub string
+	// Manifests is a directory of Kubernetes YAML to federate (the file source).
+	Manifests string
+	// TLS: the spoke's certificate (carrying the cluster's SPIFFE ID) and
+	// the CA that signs the hub's; ServerName overrides the name checked in
+	// the hub's certificate (default: the host of Hub).
+	CertFile, KeyFile, CAFile, ServerName string
+	// Insecure dials the hub in plaintext.
+	Insecure bool
+	// Export selects the exported services: "exported" (MCS ServiceExport or
+	// the meshfed.io/export label) or "all".
+	Export          string
+	DomainSuffix    string
+	SystemNamespace string
+	MaxMessageBytes int
+	KeepaliveTime   time.Duration
+	// Build is reported to the hub.
+	Build string
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		TrustDomain:     "cluster.local",
+		Hub:             "localhost:9443",
+		Export:          string(normalize.ExportExported),
+		DomainSuffix:    "cluster.local",
+		SystemNamespace: "istio-system",
+		MaxMessageBytes: 4 << 20,
+		KeepaliveTime:   30 * time.Second,
+	}
+}
+
+// AddFlags declares the spoke's flags, defaulting to c's values.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "this cluster's ID (a DNS label, unique in the clusterset; must match the certificate)")
+	fs.StringVar(&c.Network, "network", c.Network, "this cluster's default network (the system namespace's topology.istio.io/network label overrides it)")
+	fs.StringVar(&c.TrustDomain, "trust-domain", c.TrustDomain, "this cluster's trust domain")
+	fs.StringVar(&c.Hub, "hub", c.Hub, "the hub's federation address, host:port")
+	fs.StringVar(&c.Manifests, "manifests", c.Manifests, "federate the Kubernetes YAML in this directory (watched for changes)")
+	fs.StringVar(&c.CertFile, "tls-cert", c.CertFile, "the spoke's TLS certificate (PEM, URI SAN spiffe://<td>/meshfed/cluster/<id>)")
+	fs.StringVar(&c.KeyFile, "tls-key", c.KeyFile, "the spoke's TLS key (PEM)")
+	fs.StringVar(&c.CAFile, "tls-ca", c.CAFile, "the CA that signs the hub's certificate (PEM)")
+	fs.StringVar(&c.ServerName, "tls-server-name", c.ServerName, "name to verify in the hub's certificate (default: the host of --hub)")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "dial the hub in plaintext (local testing only)")
+	fs.StringVar(&c.Export, "export", c.Export, `which services to federate: "exported" (MCS ServiceExport or label meshfed.io/export=true) or "all"`)
+	fs.StringVar(&c.DomainSuffix, "domain-suffix", c.DomainSuffix, "the cluster's DNS domain")
+	fs.StringVar(&c.SystemNamespace, "system-namespace", c.SystemNamespace, "namespace whose topology.istio.io/network label sets the cluster's network")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest federation message sent (the hub may ask for less)")
+	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping the hub connection when idle for this long")
+}
+
+// Validate reports the problems in c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ClusterID == "" {
+		errs = append(errs, errors.New("--cluster-id is required"))
+	}
+	if c.Hub == "" {
+		errs = append(errs, errors.New("--hub is required"))
+	}
+	if c.Manifests == "" {
+		errs = append(errs, errors.New("--manifests is required (the Kubernetes source arrives with --kubeconfig)"))
+	}
+	if !c.Insecure && (c.CertFile == "" || c.KeyFile == "" || c.CAFile == "") {
+		errs = append(errs, errors.New("--tls-cert, --tls-key and --tls-ca are required (or --insecure for plaintext)"))
+	}
+	switch normalize.ExportPolicy(c.Export) {
+	case normalize.ExportExported, normalize.ExportAll:
+	default:
+		errs = append(errs, fmt.Errorf(`--export %q: want "exported" or "all"`, c.Export))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) normalizeOptions() normalize.Options {
+	return normalize.Options{
+		ClusterID:       c.ClusterID,
+		Network:         c.Network,
+		TrustDomain:     c.TrustDomain,
+		DomainSuffix:    c.DomainSuffix,
+		SystemNamespace: c.SystemNamespace,
+		Export:          normalize.ExportPolicy(c.Export),
+	}.WithDefaults()
+}

@@ -1,0 +1,49 @@
+package normalize
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Inputs is the read view of one cluster's objects that normalization needs.
+// The file source implements it over parsed manifests and the kube source
+// over informer caches, so both feed the same shard builder. Implementations
+// return objects the caller must not modify.
+type Inputs interface {
+	Service(namespace, name string) (*corev1.Service, bool)
+	ServiceExport(namespace, name string) (*mcsv1beta1.ServiceExport, bool)
+	Pod(namespace, name string) (*corev1.Pod, bool)
+	Node(name string) (*corev1.Node, bool)
+	Namespace(name string) (*corev1.Namespace, bool)
+	// EndpointSlices returns the slices labelled kubernetes.io/service-name=service.
+	EndpointSlices(namespace, service string) []*discoveryv1.EndpointSlice
+	// Services lists the services of a namespace, or of all namespaces when
+	// namespace is "".
+	Services(namespace string) []*corev1.Service
+	// Pods lists the pods of a namespace, or of all namespaces when namespace is "".
+	Pods(namespace string) []*corev1.Pod
+}
+
+// Kind is the kind of a changed input object.
+type Kind uint8
+
+// The kinds of input objects.
+const (
+	KindService Kind = iota + 1
+	KindServiceExport
+	KindEndpointSlice
+	KindPod
+	KindNode
+	KindNamespace
+)
+
+// Change names an input object that was added, updated or deleted. For an
+// EndpointSlice, Name is the name of the Service it belongs to (its
+// kubernetes.io/service-name label), not the slice's own name: a slice that
+// moved between services is reported as two changes.
+type Change struct {
+	Kind      Kind
+	Namespace string // "" for Nodes and Namespaces
+	Name      string
+}

@@ -1,0 +1,49 @@
+package normalize
+
+import mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+// Labels and annotations normalization reads. Most are Istio's, so clusters
+// already set up for Istio multi-network need no relabelling.
+const (
+	// LabelExport on a Service exports it without an MCS ServiceExport when
+	// its value is "true". Under [ExportAll], "false" opts a Service out.
+	LabelExport = "meshfed.io/export"
+
+	// LabelNetwork names the network of the system namespace (the cluster's
+	// default), of a namespace's or a Pod's workloads, or the network an
+	// east-west gateway Service serves.
+	LabelNetwork = "topology.istio.io/network"
+
+	// Locality labels on Nodes.
+	LabelRegion  = "topology.kubernetes.io/region"
+	LabelZone    = "topology.kubernetes.io/zone"
+	LabelSubzone = "topology.istio.io/subzone"
+
+	// LabelGatewayPort, as a label or an annotation on a gateway Service,
+	// overrides the port of its mTLS (15443) gateway.
+	LabelGatewayPort = "networking.istio.io/gatewayPort"
+
+	// Workload labels, in order of preference.
+	LabelAppName           = "app.kubernetes.io/name"
+	LabelApp               = "app"
+	LabelAppVersion        = "app.kubernetes.io/version"
+	LabelVersion           = "version"
+	LabelCanonicalName     = "service.istio.io/canonical-name"
+	LabelCanonicalRevision = "service.istio.io/canonical-revision"
+
+	// LabelSourceCluster marks an EndpointSlice an MCS implementation
+	// imported from another cluster; such slices are never re-exported.
+	LabelSourceCluster = "multicluster.kubernetes.io/source-cluster"
+)
+
+// East-west gateway ports (Istio's).
+const (
+	GatewayPortTLS   = 15443
+	GatewayPortHBONE = 15008
+)
+
+// Reasons of the MCS ServiceExport Valid condition when it is false.
+const (
+	ReasonNoService          = string(mcsv1beta1.ServiceExportReasonNoService)
+	ReasonInvalidServiceType = string(mcsv1beta1.ServiceExportReasonInvalidServiceType)
+)

@@ -1,0 +1,96 @@
+package normalize
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// Workload returns the workload of a pod, or nil for a pod that cannot be
+// addressed: one without an IP, finished (Succeeded or Failed), or on the
+// host network (its IP is the node's).
+//
+// A pod without a uid (one read from a manifest file) gets
+// "<cluster>//Pod/<namespace>/<name>", the form Istio gives workload uids,
+// so that workload keys stay unique and stable.
+func Workload(in Inputs, o Options, pod *corev1.Pod) *federationpb.Workload {
+	if pod == nil || pod.Spec.HostNetwork ||
+		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil
+	}
+	ips := podIPs(pod)
+	if len(ips) == 0 {
+		return nil
+	}
+	o = o.WithDefaults()
+	labels := pod.Labels
+	app := cmp.Or(labels[LabelAppName], labels[LabelApp])
+	version := cmp.Or(labels[LabelAppVersion], labels[LabelVersion])
+	return &federationpb.Workload{
+		Uid:               cmp.Or(string(pod.UID), o.ClusterID+"//Pod/"+pod.Namespace+"/"+pod.Name),
+		Namespace:         pod.Namespace,
+		Name:              pod.Name,
+		Ips:               ips,
+		ServiceAccount:    cmp.Or(pod.Spec.ServiceAccountName, "default"),
+		Node:              pod.Spec.NodeName,
+		Locality:          nodeLocality(in, pod.Spec.NodeName, ""),
+		App:               app,
+		Version:           version,
+		CanonicalName:     cmp.Or(labels[LabelCanonicalName], app, workloadName(pod)),
+		CanonicalRevision: cmp.Or(labels[LabelCanonicalRevision], version, "latest"),
+		Network:           networkOverride(in, ClusterNetwork(in, o), pod, pod.Namespace),
+		Ready:             podReady(pod),
+	}
+}
+
+// podIPs returns the pod's addresses in canonical form, without
+// duplicates: status.podIPs, or status.podIP when a manifest has only it.
+func podIPs(pod *corev1.Pod) []string {
+	var ips []string
+	add := func(s string) {
+		if ip, ok := canonicalIP(s); ok && !slices.Contains(ips, ip) {
+			ips = append(ips, ip)
+		}
+	}
+	for _, ip := range pod.Status.PodIPs {
+		add(ip.IP)
+	}
+	if len(ips) == 0 {
+		add(pod.Status.PodIP)
+	}
+	return ips
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// workloadName names the workload a pod belongs to when no label does, as
+// Istio does: the Deployment of a ReplicaSet's pod (the ReplicaSet's name
+// without its pod-template-hash), another controller's name, or the pod's
+// own name for a bare pod.
+func workloadName(pod *corev1.Pod) string {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return pod.Name
+	}
+	if owner.Kind == "ReplicaSet" {
+		if hash := pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; hash != "" {
+			if name, ok := strings.CutSuffix(owner.Name, "-"+hash); ok {
+				return name
+			}
+		}
+	}
+	return owner.Name
+}

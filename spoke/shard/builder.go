@@ -1,0 +1,248 @@
+package shard
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/spoke/normalize"
+)
+
+type set = map[string]struct{}
+
+// Builder renormalizes the parts of a cluster that changed and writes the
+// result to a Tracker. It is used from one goroutine (the source's).
+type Builder struct {
+	opts normalize.Options
+	t    *Tracker
+	log  *slog.Logger
+	now  func() time.Time
+
+	started bool
+	network string
+
+	// What each exported service's endpoints reference, so that a Pod or
+	// Node change renormalizes exactly the services it affects.
+	svcPods  map[string][]string // service key → pod keys
+	svcNodes map[string][]string // service key → node names
+	podSvcs  map[string]set      // pod key → service keys
+	nodeSvcs map[string]set      // node name → service keys
+
+	// Workloads are the pods behind exported services' endpoints.
+	podUID   map[string]string // pod key → uid of its workload in the shard
+	podNode  map[string]string // pod key → node of its workload
+	nodePods map[string]set    // node name → pod keys with workloads
+}
+
+// NewBuilder returns a builder writing to t.
+func NewBuilder(opts normalize.Options, t *Tracker, log *slog.Logger) *Builder {
+	return &Builder{
+		opts: opts.WithDefaults(), t: t, log: log, now: time.Now,
+		svcPods: map[string][]string{}, svcNodes: map[string][]string{},
+		podSvcs: map[string]set{}, nodeSvcs: map[string]set{},
+		podUID: map[string]string{}, podNode: map[string]string{}, nodePods: map[string]set{},
+	}
+}
+
+// Apply brings the shard up to date with in, given what changed since the
+// previous call. The first call (and any call that changes the cluster's
+// network) renormalizes everything.
+func (b *Builder) Apply(in normalize.Inputs, changes []normalize.Change) {
+	b.t.Update(b.now(), true, func(w Writer) {
+		services, pods := set{}, set{}
+		network := normalize.ClusterNetwork(in, b.opts)
+		gateways := !b.started
+		if !b.started || network != b.network {
+			b.network = network
+			for _, s := range in.Services("") {
+				services[s.Namespace+"/"+s.Name] = struct{}{}
+			}
+			for k := range b.svcPods {
+				services[k] = struct{}{}
+			}
+			for k := range b.podUID {
+				pods[k] = struct{}{}
+			}
+		}
+		b.started = true
+		for _, c := range changes {
+			key := c.Namespace + "/" + c.Name
+			switch c.Kind {
+			case normalize.KindService:
+				services[key] = struct{}{}
+				gateways = true
+			case normalize.KindServiceExport, normalize.KindEndpointSlice:
+				services[key] = struct{}{}
+			case normalize.KindPod:
+				addAll(services, b.podSvcs[key])
+				pods[key] = struct{}{}
+			case normalize.KindNode:
+				addAll(services, b.nodeSvcs[c.Name])
+				addAll(pods, b.nodePods[c.Name])
+			case normalize.KindNamespace:
+				// Its network label may retag the namespace's endpoints and workloads.
+				for _, s := range in.Services(c.Name) {
+					services[s.Namespace+"/"+s.Name] = struct{}{}
+				}
+				for k := range b.podUID {
+					if ns, _ := splitKey(k); ns == c.Name {
+						pods[k] = struct{}{}
+					}
+				}
+				gateways = gateways || c.Name == b.opts.SystemNamespace
+			}
+		}
+		for key := range services {
+			b.syncService(in, w, key, pods)
+		}
+		for key := range pods {
+			b.syncWorkload(in, w, key)
+		}
+		if gateways || w.Cluster() == nil || w.Cluster().GetNetwork() != network {
+			b.syncCluster(in, w, network)
+		}
+	})
+}
+
+func addAll(dst, src set) {
+	for k := range src {
+		dst[k] = struct{}{}
+	}
+}
+
+func splitKey(key string) (namespace, name string) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i], key[i+1:]
+		}
+	}
+	return "", key
+}
+
+func (b *Builder) syncCluster(in normalize.Inputs, w Writer, network string) {
+	c := &federationpb.Cluster{
+		Id:          b.opts.ClusterID,
+		Network:     network,
+		TrustDomain: b.opts.TrustDomain,
+		Gateways:    normalize.Gateways(in, b.opts),
+	}
+	if err := federation.ValidateCluster(c); err != nil {
+		b.log.Error("cluster facts are invalid; keeping the previous ones", "err", err)
+		return
+	}
+	w.SetCluster(c)
+}
+
+// syncService renormalizes one service and its endpoints, and adds to pods
+// the pods whose workloads it starts or stops referencing.
+func (b *Builder) syncService(in normalize.Inputs, w Writer, key string, pods set) {
+	ns, name := splitKey(key)
+	svc, _ := normalize.Service(in, b.opts, ns, name)
+	if svc != nil {
+		if err := federation.ValidateService(svc); err != nil {
+			b.log.Warn("service not exported: it fails validation", "service", key, "err", err)
+			svc = nil
+		}
+	}
+	var eps []*federationpb.Endpoint
+	if svc != nil {
+		for _, e := range normalize.Endpoints(in, b.opts, svc) {
+			if err := federation.ValidateEndpoint(e); err != nil {
+				b.log.Warn("endpoint skipped: it fails validation", "service", key, "err", err)
+				continue
+			}
+			eps = append(eps, e)
+		}
+		w.PutService(svc)
+		w.SetEndpoints(key, eps)
+	} else {
+		w.DeleteService(key)
+	}
+
+	var podKeys, nodes []string
+	for _, e := range eps {
+		if ref := e.GetWorkload(); ref.GetKind() == "Pod" && ref.GetName() != "" {
+			podKeys = append(podKeys, e.GetNamespace()+"/"+ref.GetName())
+		}
+		if e.GetNode() != "" {
+			nodes = append(nodes, e.GetNode())
+		}
+	}
+	for _, p := range b.svcPods[key] {
+		delete(b.podSvcs[p], key)
+		if len(b.podSvcs[p]) == 0 {
+			delete(b.podSvcs, p)
+		}
+		pods[p] = struct{}{}
+	}
+	for _, n := range b.svcNodes[key] {
+		delete(b.nodeSvcs[n], key)
+		if len(b.nodeSvcs[n]) == 0 {
+			delete(b.nodeSvcs, n)
+		}
+	}
+	for _, p := range podKeys {
+		if b.podSvcs[p] == nil {
+			b.podSvcs[p] = set{}
+		}
+		b.podSvcs[p][key] = struct{}{}
+		pods[p] = struct{}{}
+	}
+	for _, n := range nodes {
+		if b.nodeSvcs[n] == nil {
+			b.nodeSvcs[n] = set{}
+		}
+		b.nodeSvcs[n][key] = struct{}{}
+	}
+	if len(podKeys) == 0 && len(nodes) == 0 {
+		delete(b.svcPods, key)
+		delete(b.svcNodes, key)
+	} else {
+		b.svcPods[key], b.svcNodes[key] = podKeys, nodes
+	}
+}
+
+// syncWorkload renormalizes the workload of one pod: present while some
+// exported service's endpoint references the pod.
+func (b *Builder) syncWorkload(in normalize.Inputs, w Writer, key string) {
+	var wl *federationpb.Workload
+	if len(b.podSvcs[key]) > 0 {
+		ns, name := splitKey(key)
+		if pod, ok := in.Pod(ns, name); ok {
+			wl = normalize.Workload(in, b.opts, pod)
+		}
+		if wl != nil {
+			if err := federation.ValidateWorkload(wl); err != nil {
+				b.log.Warn("workload skipped: it fails validation", "pod", key, "err", err)
+				wl = nil
+			}
+		}
+	}
+	if uid, ok := b.podUID[key]; ok && (wl == nil || wl.GetUid() != uid) {
+		w.DeleteWorkload(uid)
+		delete(b.podUID, key)
+		if n := b.podNode[key]; n != "" {
+			delete(b.nodePods[n], key)
+			if len(b.nodePods[n]) == 0 {
+				delete(b.nodePods, n)
+			}
+		}
+		delete(b.podNode, key)
+	}
+	if wl == nil {
+		return
+	}
+	w.PutWorkload(wl)
+	b.podUID[key] = wl.GetUid()
+	if old := b.podNode[key]; old != wl.GetNode() && old != "" {
+		delete(b.nodePods[old], key)
+	}
+	b.podNode[key] = wl.GetNode()
+	if wl.GetNode() != "" {
+		if b.nodePods[wl.GetNode()] == nil {
+			b.nodePods[wl.GetNode()] = set{}
+		}
+		b.nodePods[wl.GetNode()][key] = struct{}{}
+	}
+}

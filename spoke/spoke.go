@@ -1,0 +1,101 @@
+package spoke
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/internal/pki"
+	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/shard"
+	"github.com/meshfed/meshfed/spoke/source/file"
+	"github.com/meshfed/meshfed/spoke/uplink"
+)
+
+// Spoke is a configured spoke, ready to run.
+type Spoke struct {
+	cfg     Config
+	log     *slog.Logger
+	conn    *grpc.ClientConn
+	tracker *shard.Tracker
+	builder *shard.Builder
+	source  *file.Source
+	uplink  *uplink.Uplink
+}
+
+// New builds a spoke from cfg. It does not connect yet.
+func New(cfg Config, log *slog.Logger) (*Spoke, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := federation.ValidateCluster(&federationpb.Cluster{Id: cfg.ClusterID, Network: cfg.Network, TrustDomain: cfg.TrustDomain}); err != nil {
+		return nil, fmt.Errorf("--cluster-id, --network or --trust-domain: %w", err)
+	}
+	log = log.With("cluster", cfg.ClusterID)
+	creds := insecure.NewCredentials()
+	if !cfg.Insecure {
+		serverName := cfg.ServerName
+		if serverName == "" {
+			host, _, err := net.SplitHostPort(cfg.Hub)
+			if err != nil {
+				return nil, fmt.Errorf("--hub %q: %w", cfg.Hub, err)
+			}
+			serverName = host
+		}
+		tlsCfg, err := pki.ClientConfig(cfg.CertFile, cfg.KeyFile, cfg.CAFile, serverName, log.With("component", "tls"))
+		if err != nil {
+			return nil, fmt.Errorf("hub TLS: %w", err)
+		}
+		creds = credentials.NewTLS(tlsCfg)
+	}
+	conn, err := grpc.NewClient(cfg.Hub,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTime / 3, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes), grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("hub %q: %w", cfg.Hub, err)
+	}
+	client := federationpb.NewFederationClient(conn)
+	t := shard.NewTracker()
+	dial := func(ctx context.Context) (uplink.Stream, error) { return client.Sync(ctx) }
+	return &Spoke{
+		cfg:     cfg,
+		log:     log,
+		conn:    conn,
+		tracker: t,
+		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder")),
+		source:  file.New(cfg.Manifests, log.With("component", "source")),
+		uplink: uplink.New(uplink.Config{ClusterID: cfg.ClusterID, Build: cfg.Build, MaxMessageBytes: cfg.MaxMessageBytes},
+			t, dial, log.With("component", "uplink")),
+	}, nil
+}
+
+// Tracker returns the spoke's shard tracker.
+func (s *Spoke) Tracker() *shard.Tracker { return s.tracker }
+
+// Uplink returns the spoke's uplink.
+func (s *Spoke) Uplink() *uplink.Uplink { return s.uplink }
+
+// Run federates the cluster until ctx ends.
+func (s *Spoke) Run(ctx context.Context) error {
+	defer s.conn.Close()
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return s.source.Run(ctx, func(in normalize.Inputs, changes []normalize.Change) {
+			s.builder.Apply(in, changes)
+		})
+	})
+	g.Go(func() error { return s.uplink.Run(ctx) })
+	s.log.Info("spoke running", "hub", s.cfg.Hub, "manifests", s.cfg.Manifests, "tls", !s.cfg.Insecure)
+	return g.Wait()
+}
