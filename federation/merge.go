@@ -158,7 +158,9 @@ func MergeService(parts []ClusterService) *ServiceView {
 	return v
 }
 
-func isHeadless(t federationpb.ServiceType) bool { return t == federationpb.ServiceType_SERVICE_TYPE_HEADLESS }
+func isHeadless(t federationpb.ServiceType) bool {
+	return t == federationpb.ServiceType_SERVICE_TYPE_HEADLESS
+}
 
 func typeName(t federationpb.ServiceType) string {
 	return strings.ToLower(strings.TrimPrefix(t.String(), "SERVICE_TYPE_"))

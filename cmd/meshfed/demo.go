@@ -162,4 +162,3 @@ Edit the manifests while it runs (for example, delete an address from
 		demo.EchoPort, demo.EchoBackends()["east"], demo.EchoBackends()["west"],
 		filepath.Join(dir, "certs"), debugAddr, debugAddr, filepath.Join(dir, "east"))
 }
-

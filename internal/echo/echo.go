@@ -51,11 +51,10 @@ func Serve(ctx context.Context, lis net.Listener, cluster string) error {
 		srv.Stop()
 		return fmt.Errorf("echo %s: serve %s: %w", cluster, lis.Addr(), err)
 	case <-ctx.Done():
-		healthSrv.Shutdown()
-		srv.GracefulStop()
-		<-served
-		return nil
 	}
+	healthSrv.Shutdown()
+	srv.GracefulStop()
+	return <-served // nil once stopped
 }
 
 // endingStream is a server stream whose context also ends when the server

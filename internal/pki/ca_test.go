@@ -21,9 +21,10 @@ const td = "meshfed.test"
 
 var epoch = time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
 
-func newTestCA(t *testing.T, trustDomain string) *CA {
+// newTestCA mints a CA for td valid for a day from now.
+func newTestCA(t *testing.T, now time.Time) *CA {
 	t.Helper()
-	ca, err := NewCA(trustDomain, epoch, 24*time.Hour)
+	ca, err := NewCA(td, now, 24*time.Hour)
 	if err != nil {
 		t.Fatalf("NewCA: %v", err)
 	}
@@ -44,7 +45,7 @@ func parseCert(t *testing.T, certPEM []byte) *x509.Certificate {
 }
 
 func TestNewCA(t *testing.T) {
-	ca := newTestCA(t, td)
+	ca := newTestCA(t, epoch)
 	cert := parseCert(t, ca.CertPEM())
 
 	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
@@ -90,7 +91,7 @@ func TestNewCAInvalid(t *testing.T) {
 }
 
 func TestIssue(t *testing.T) {
-	ca := newTestCA(t, td)
+	ca := newTestCA(t, epoch)
 	roots := x509.NewCertPool()
 	roots.AddCert(parseCert(t, ca.CertPEM()))
 
@@ -135,7 +136,7 @@ func TestIssue(t *testing.T) {
 }
 
 func TestIssueInvalid(t *testing.T) {
-	ca := newTestCA(t, td)
+	ca := newTestCA(t, epoch)
 	tests := []struct {
 		name     string
 		id       *url.URL
@@ -160,7 +161,7 @@ func TestIssueInvalid(t *testing.T) {
 }
 
 func TestLoadCA(t *testing.T) {
-	orig := newTestCA(t, td)
+	orig := newTestCA(t, epoch)
 	loaded, err := LoadCA(orig.CertPEM(), orig.keyPEM)
 	if err != nil {
 		t.Fatalf("LoadCA: %v", err)

@@ -29,6 +29,9 @@ func WriteLocal(dir, trustDomain string, clusters []string, now time.Time) error
 	if err := checkLocalClusters(trustDomain, clusters); err != nil {
 		return err
 	}
+	// Certificates store whole seconds: a CA valid until now+validity
+	// (truncated) cannot sign a leaf valid until now+validity (not truncated).
+	now = now.Truncate(time.Second)
 	ca, err := NewCA(trustDomain, now, localValidity)
 	if err != nil {
 		return err

@@ -43,7 +43,7 @@ func handshake(t *testing.T, serverCfg, clientCfg *tls.Config) (server, client s
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lis.Close()
+	defer func() { _ = lis.Close() }()
 	done := make(chan side, 1)
 	go func() {
 		conn, err := lis.Accept()
@@ -51,7 +51,7 @@ func handshake(t *testing.T, serverCfg, clientCfg *tls.Config) (server, client s
 			done <- side{err: err}
 			return
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		_ = conn.SetDeadline(deadline)
 		tc := tls.Server(conn, serverCfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -67,7 +67,7 @@ func handshake(t *testing.T, serverCfg, clientCfg *tls.Config) (server, client s
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_ = conn.SetDeadline(deadline)
 	tc := tls.Client(conn, clientCfg)
 	if client.err = tc.HandshakeContext(ctx); client.err == nil {
@@ -122,92 +122,53 @@ func writeCA(t *testing.T, ca *CA, dir string) string {
 
 func TestHandshake(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCAAt(t, td, time.Now())
-	other := newTestCAAt(t, td, time.Now())
+	ca, other := newTestCA(t, time.Now()), newTestCA(t, time.Now())
 	caFile := writeCA(t, ca, dir)
 	hub := writeIdentity(t, ca, dir, "hub", federation.HubSPIFFEID(td))
 	east := writeIdentity(t, ca, dir, "east", federation.ClusterSPIFFEID(td, "east"))
-	foreignEast := writeIdentity(t, other, dir, "foreign-east", federation.ClusterSPIFFEID(td, "east"))
 	foreignHub := writeIdentity(t, other, dir, "foreign-hub", federation.HubSPIFFEID(td))
-
-	serverCfg := func(t *testing.T, id identity) *tls.Config {
-		t.Helper()
-		cfg, err := ServerConfig(id.cert, id.key, caFile, nil)
-		if err != nil {
-			t.Fatalf("ServerConfig: %v", err)
-		}
-		return cfg
-	}
-	clientCfg := func(t *testing.T, id identity, serverName string) *tls.Config {
-		t.Helper()
-		cfg, err := ClientConfig(id.cert, id.key, caFile, serverName, nil)
-		if err != nil {
-			t.Fatalf("ClientConfig: %v", err)
-		}
-		return cfg
-	}
-	noCertClient := func(*testing.T) *tls.Config {
-		roots := x509.NewCertPool()
-		roots.AppendCertsFromPEM(ca.CertPEM())
-		return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots, ServerName: "localhost"}
-	}
+	foreignEast := writeIdentity(t, other, dir, "foreign-east", federation.ClusterSPIFFEID(td, "east"))
 
 	tests := []struct {
-		name           string
-		server, client func(*testing.T) *tls.Config
-		wantServerErr  bool
-		wantClientErr  bool
+		name       string
+		server     identity
+		client     *identity // nil: the client presents no certificate
+		serverName string
+		tls12      bool // the client offers TLS 1.2 only
+		wantErr    bool // both ends fail
 	}{
-		{
-			name:   "mutual",
-			server: func(t *testing.T) *tls.Config { return serverCfg(t, hub) },
-			client: func(t *testing.T) *tls.Config { return clientCfg(t, east, "localhost") },
-		},
-		{
-			name:          "client without certificate",
-			server:        func(t *testing.T) *tls.Config { return serverCfg(t, hub) },
-			client:        noCertClient,
-			wantServerErr: true, wantClientErr: true,
-		},
-		{
-			name:          "client certificate from another CA",
-			server:        func(t *testing.T) *tls.Config { return serverCfg(t, hub) },
-			client:        func(t *testing.T) *tls.Config { return clientCfg(t, foreignEast, "localhost") },
-			wantServerErr: true, wantClientErr: true,
-		},
-		{
-			name:          "server certificate from another CA",
-			server:        func(t *testing.T) *tls.Config { return serverCfg(t, foreignHub) },
-			client:        func(t *testing.T) *tls.Config { return clientCfg(t, east, "localhost") },
-			wantServerErr: true, wantClientErr: true,
-		},
-		{
-			name:          "wrong server name",
-			server:        func(t *testing.T) *tls.Config { return serverCfg(t, hub) },
-			client:        func(t *testing.T) *tls.Config { return clientCfg(t, east, "hub.example") },
-			wantServerErr: true, wantClientErr: true,
-		},
-		{
-			name:   "TLS 1.2 client",
-			server: func(t *testing.T) *tls.Config { return serverCfg(t, hub) },
-			client: func(t *testing.T) *tls.Config {
-				cfg := clientCfg(t, east, "localhost")
-				cfg.MinVersion, cfg.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
-				return cfg
-			},
-			wantServerErr: true, wantClientErr: true,
-		},
+		{name: "mutual", server: hub, client: &east, serverName: "localhost"},
+		{name: "client without certificate", server: hub, serverName: "localhost", wantErr: true},
+		{name: "client certificate from another CA", server: hub, client: &foreignEast, serverName: "localhost", wantErr: true},
+		{name: "server certificate from another CA", server: foreignHub, client: &east, serverName: "localhost", wantErr: true},
+		{name: "wrong server name", server: hub, client: &east, serverName: "hub.example", wantErr: true},
+		{name: "TLS 1.2 client", server: hub, client: &east, serverName: "localhost", tls12: true, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			server, client := handshake(t, tt.server(t), tt.client(t))
-			if (server.err != nil) != tt.wantServerErr {
-				t.Errorf("server error = %v, want error: %v", server.err, tt.wantServerErr)
+			serverCfg, err := ServerConfig(tt.server.cert, tt.server.key, caFile, nil)
+			if err != nil {
+				t.Fatalf("ServerConfig: %v", err)
 			}
-			if (client.err != nil) != tt.wantClientErr {
-				t.Errorf("client error = %v, want error: %v", client.err, tt.wantClientErr)
+			var clientCfg *tls.Config
+			if tt.client != nil {
+				if clientCfg, err = ClientConfig(tt.client.cert, tt.client.key, caFile, tt.serverName, nil); err != nil {
+					t.Fatalf("ClientConfig: %v", err)
+				}
+			} else {
+				roots := x509.NewCertPool()
+				roots.AddCert(parseCert(t, ca.CertPEM()))
+				clientCfg = &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots, ServerName: tt.serverName}
 			}
-			if tt.wantServerErr || tt.wantClientErr {
+			if tt.tls12 {
+				clientCfg.MinVersion, clientCfg.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
+			}
+
+			server, client := handshake(t, serverCfg, clientCfg)
+			if (server.err != nil) != tt.wantErr || (client.err != nil) != tt.wantErr {
+				t.Fatalf("server error %v, client error %v; want errors: %v", server.err, client.err, tt.wantErr)
+			}
+			if tt.wantErr {
 				return
 			}
 			if server.state.Version != tls.VersionTLS13 {
@@ -225,7 +186,7 @@ func TestHandshake(t *testing.T) {
 
 func TestConfigLoadErrors(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCAAt(t, td, time.Now())
+	ca := newTestCA(t, time.Now())
 	caFile := writeCA(t, ca, dir)
 	hub := writeIdentity(t, ca, dir, "hub", federation.HubSPIFFEID(td))
 	garbage := filepath.Join(dir, "garbage")
@@ -270,7 +231,7 @@ func TestReload(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			ca := newTestCAAt(t, td, time.Now())
+			ca := newTestCA(t, time.Now())
 			pool, err := loadPool(writeCA(t, ca, dir))
 			if err != nil {
 				t.Fatal(err)
@@ -387,15 +348,6 @@ func TestPeerSPIFFEID(t *testing.T) {
 			}
 		})
 	}
-}
-
-func newTestCAAt(t *testing.T, trustDomain string, now time.Time) *CA {
-	t.Helper()
-	ca, err := NewCA(trustDomain, now, 24*time.Hour)
-	if err != nil {
-		t.Fatalf("NewCA: %v", err)
-	}
-	return ca
 }
 
 // fakeClock is a clock that moves only when told to.

@@ -50,13 +50,13 @@ type Tracker struct {
 	clusterDirty bool
 	firstDirty   time.Time // when the oldest unsent change was made
 
-	version        uint64 // last version handed out
-	acked          uint64
-	inflight       map[objKey]struct{} // keys of the update in flight
+	version         uint64 // last version handed out
+	acked           uint64
+	inflight        map[objKey]struct{} // keys of the update in flight
 	inflightCluster bool
-	inflightFull   bool
-	inflightVer    uint64 // 0 when nothing is in flight
-	needFull       bool   // the next update must be the full state
+	inflightFull    bool
+	inflightVer     uint64 // 0 when nothing is in flight
+	needFull        bool   // the next update must be the full state
 
 	changed chan struct{} // has a value when something is waiting to be sent
 }

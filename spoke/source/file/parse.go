@@ -37,7 +37,8 @@ type skipped struct {
 }
 
 // docError is why a document of a file could not be decoded. Document
-// indexes count from 0, as in yq; line counts from 1.
+// indexes count from 0, as in yq. Line is the document's first line in
+// the file (from 1): line numbers in YAML errors count from there.
 type docError struct {
 	Document int
 	Line     int
@@ -45,7 +46,7 @@ type docError struct {
 }
 
 func (e *docError) Error() string {
-	return fmt.Sprintf("document %d (line %d): %v", e.Document, e.Line, e.Err)
+	return fmt.Sprintf("document %d (from line %d): %v", e.Document, e.Line, e.Err)
 }
 
 func (e *docError) Unwrap() error { return e.Err }

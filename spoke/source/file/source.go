@@ -274,7 +274,7 @@ func (st *state) readFile(path string) {
 	if err != nil {
 		attrs := []any{"file", path, "error", err}
 		if de := (*docError)(nil); errors.As(err, &de) {
-			attrs = []any{"file", path, "document", de.Document, "line", de.Line, "error", de.Err}
+			attrs = []any{"file", path, "document", de.Document, "document_line", de.Line, "error", de.Err}
 		}
 		st.log.Error("cannot parse manifest file; keeping its last good objects", attrs...)
 		return
