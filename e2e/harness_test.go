@@ -43,7 +43,7 @@ type memHub struct {
 	chunks []*federationpb.ShardUpdate // every update message received
 }
 
-func newMemHub(t *testing.T, limits registry.Limits, maxMessageBytes int) *memHub {
+func newMemHub(t testing.TB, limits registry.Limits, maxMessageBytes int) *memHub {
 	t.Helper()
 	h := &memHub{reg: registry.New(limits, nil, testLogger(t)), lis: bufconn.Listen(1 << 20)}
 	srv := ingest.NewServer(ingest.Config{MaxMessageBytes: maxMessageBytes, HubID: "test"}, h.reg, ingest.Insecure, nil, testLogger(t))
@@ -115,13 +115,13 @@ func (d *killableDialer) kill() {
 	}
 }
 
-func newUplink(t *testing.T, cluster string, tr *shard.Tracker, dial uplink.Dialer) *uplink.Uplink {
+func newUplink(t testing.TB, cluster string, tr *shard.Tracker, dial uplink.Dialer) *uplink.Uplink {
 	t.Helper()
 	return uplink.New(uplink.Config{ClusterID: cluster, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, tr, dial, testLogger(t))
 }
 
 // runUplink runs an uplink for t until the test ends.
-func runUplink(t *testing.T, cluster string, tr *shard.Tracker, dial uplink.Dialer) *uplink.Uplink {
+func runUplink(t testing.TB, cluster string, tr *shard.Tracker, dial uplink.Dialer) *uplink.Uplink {
 	t.Helper()
 	u := newUplink(t, cluster, tr, dial)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -138,7 +138,7 @@ func runUplink(t *testing.T, cluster string, tr *shard.Tracker, dial uplink.Dial
 }
 
 // await waits for cond on the registry's snapshots, failing after 20s.
-func await(t *testing.T, reg *registry.Registry, what string, cond func(*registry.Snapshot) bool) *registry.Snapshot {
+func await(t testing.TB, reg *registry.Registry, what string, cond func(*registry.Snapshot) bool) *registry.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()

@@ -155,7 +155,7 @@ func TestEndpoints(t *testing.T) {
 					return e
 				}()),
 			),
-			svc: cart,
+			svc:  cart,
 			want: []*pb.Endpoint{pbEndpoint("10.0.0.1", "a", func(e *pb.Endpoint) { e.Ready, e.Terminating = false, true })},
 		},
 		{
@@ -175,7 +175,7 @@ func TestEndpoints(t *testing.T) {
 					return s
 				}(),
 			),
-			svc: cart,
+			svc:  cart,
 			want: []*pb.Endpoint{pbEndpoint("10.0.0.1", "a"), pbEndpoint("10.0.0.2", "b"), pbEndpoint("fd00::1", "a")},
 		},
 		{

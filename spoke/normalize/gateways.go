@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -19,7 +20,9 @@ import (
 // on the Service, as with Istio. Addresses are the load balancer's (IP,
 // else hostname), then spec.externalIPs; a Service with neither is no
 // gateway, as nothing outside the cluster can reach it.
-func Gateways(in Inputs, o Options) []*federationpb.Gateway {
+//
+// Options are unused today; they keep the signature of the other functions.
+func Gateways(in Inputs, _ Options) []*federationpb.Gateway {
 	var out []*federationpb.Gateway
 	for _, svc := range in.Services("") {
 		network := svc.Labels[LabelNetwork]
@@ -34,7 +37,7 @@ func Gateways(in Inputs, o Options) []*federationpb.Gateway {
 					Port:     gp.port,
 					Protocol: gp.protocol,
 					Network:  network,
-					Service:  svc.Namespace + "/" + svc.Name,
+					Service:  federation.ServiceKey(svc.Namespace, svc.Name),
 				})
 			}
 		}

@@ -90,7 +90,8 @@ func TestService(t *testing.T) {
 		{
 			name:       "exported by ServiceExport at its creation time",
 			in:         inputs(service("shop", "cart"), serviceExport("shop", "cart")),
-			ns:         "shop", svc: "cart",
+			ns:         "shop",
+			svc:        "cart",
 			want:       pbService("shop", "cart", byExport, t1),
 			wantStatus: normalize.ExportStatus{Exported: true},
 		},
@@ -98,14 +99,16 @@ func TestService(t *testing.T) {
 			name:       "ServiceExport wins over label and policy all",
 			in:         inputs(service("shop", "cart", labelled(exportLabel)), serviceExport("shop", "cart")),
 			opts:       all,
-			ns:         "shop", svc: "cart",
+			ns:         "shop",
+			svc:        "cart",
 			want:       pbService("shop", "cart", byExport, t1),
 			wantStatus: normalize.ExportStatus{Exported: true},
 		},
 		{
 			name:       "exported by label at the Service's creation time",
 			in:         inputs(service("shop", "cart", labelled(exportLabel))),
-			ns:         "shop", svc: "cart",
+			ns:         "shop",
+			svc:        "cart",
 			want:       pbService("shop", "cart", byLabel, t2),
 			wantStatus: normalize.ExportStatus{Exported: true},
 		},
@@ -113,7 +116,8 @@ func TestService(t *testing.T) {
 			name:       "exported by policy all",
 			in:         inputs(service("shop", "cart")),
 			opts:       all,
-			ns:         "shop", svc: "cart",
+			ns:         "shop",
+			svc:        "cart",
 			want:       pbService("shop", "cart", byAll, t2),
 			wantStatus: normalize.ExportStatus{Exported: true},
 		},
@@ -121,29 +125,34 @@ func TestService(t *testing.T) {
 			name: "policy all: opted out by label",
 			in:   inputs(service("shop", "cart", labelled(map[string]string{normalize.LabelExport: "false"}))),
 			opts: all,
-			ns:   "shop", svc: "cart",
+			ns:   "shop",
+			svc:  "cart",
 		},
 		{
 			name: "policy all: the API server's service stays home",
 			in:   inputs(service("default", "kubernetes")),
 			opts: all,
-			ns:   "default", svc: "kubernetes",
+			ns:   "default",
+			svc:  "kubernetes",
 		},
 		{
 			name: "policy all: kube-system stays home",
 			in:   inputs(service("kube-system", "kube-dns")),
 			opts: all,
-			ns:   "kube-system", svc: "kube-dns",
+			ns:   "kube-system",
+			svc:  "kube-dns",
 		},
 		{
 			name: "not exported",
 			in:   inputs(service("shop", "cart"), serviceExport("shop", "other")),
-			ns:   "shop", svc: "cart",
+			ns:   "shop",
+			svc:  "cart",
 		},
 		{
 			name: "label value other than true does not export",
 			in:   inputs(service("shop", "cart", labelled(map[string]string{normalize.LabelExport: "yes"}))),
-			ns:   "shop", svc: "cart",
+			ns:   "shop",
+			svc:  "cart",
 		},
 		{
 			name: "ServiceExport being deleted does not export",
@@ -152,16 +161,20 @@ func TestService(t *testing.T) {
 				se.DeletionTimestamp = &metav1.Time{Time: t2}
 				return se
 			}()),
-			ns: "shop", svc: "cart",
+			ns:  "shop",
+			svc: "cart",
 		},
 		{
 			name: "ExternalName with ServiceExport is InvalidServiceType",
 			in: inputs(serviceExport("shop", "cart"), service("shop", "cart", func(s *corev1.Service) {
 				s.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "cart.example.com"}
 			})),
-			ns: "shop", svc: "cart",
-			wantStatus: normalize.ExportStatus{Reason: normalize.ReasonInvalidServiceType,
-				Message: "service shop/cart is of type ExternalName, which cannot be exported"},
+			ns:  "shop",
+			svc: "cart",
+			wantStatus: normalize.ExportStatus{
+				Reason:  normalize.ReasonInvalidServiceType,
+				Message: "service shop/cart is of type ExternalName, which cannot be exported",
+			},
 		},
 		{
 			name: "ExternalName under policy all is silently skipped",
@@ -169,27 +182,33 @@ func TestService(t *testing.T) {
 				s.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "cart.example.com"}
 			})),
 			opts: all,
-			ns:   "shop", svc: "cart",
+			ns:   "shop",
+			svc:  "cart",
 		},
 		{
 			name: "ServiceExport without Service is NoService",
 			in:   inputs(serviceExport("shop", "cart")),
-			ns:   "shop", svc: "cart",
-			wantStatus: normalize.ExportStatus{Reason: normalize.ReasonNoService,
-				Message: "service shop/cart does not exist"},
+			ns:   "shop",
+			svc:  "cart",
+			wantStatus: normalize.ExportStatus{
+				Reason:  normalize.ReasonNoService,
+				Message: "service shop/cart does not exist",
+			},
 		},
 		{
 			name: "neither Service nor ServiceExport",
 			in:   inputs(),
 			opts: all,
-			ns:   "shop", svc: "cart",
+			ns:   "shop",
+			svc:  "cart",
 		},
 		{
 			name: "headless",
 			in: inputs(serviceExport("shop", "db"), service("shop", "db", func(s *corev1.Service) {
 				s.Spec.ClusterIP, s.Spec.ClusterIPs = corev1.ClusterIPNone, []string{corev1.ClusterIPNone}
 			})),
-			ns: "shop", svc: "db",
+			ns:  "shop",
+			svc: "db",
 			want: pbService("shop", "db", byExport, t1, func(s *pb.Service) {
 				s.Type, s.ClusterIps = pb.ServiceType_SERVICE_TYPE_HEADLESS, nil
 			}),
@@ -201,7 +220,8 @@ func TestService(t *testing.T) {
 				s.Spec.Type = corev1.ServiceTypeNodePort
 				s.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:0:0::a"}
 			})),
-			ns: "shop", svc: "cart",
+			ns:  "shop",
+			svc: "cart",
 			want: pbService("shop", "cart", byExport, t1, func(s *pb.Service) {
 				s.Type, s.ClusterIps = pb.ServiceType_SERVICE_TYPE_NODE_PORT, []string{"10.96.0.10", "fd00::a"}
 			}),
@@ -213,7 +233,8 @@ func TestService(t *testing.T) {
 				s.Spec.Type, s.Spec.ClusterIPs = corev1.ServiceTypeLoadBalancer, nil
 			})),
 			opts: normalize.Options{DomainSuffix: "example.internal"},
-			ns:   "shop", svc: "cart",
+			ns:   "shop",
+			svc:  "cart",
 			want: pbService("shop", "cart", byExport, t1, func(s *pb.Service) {
 				s.Type, s.Hostname = pb.ServiceType_SERVICE_TYPE_LOAD_BALANCER, "cart.shop.svc.example.internal"
 			}),
@@ -230,7 +251,8 @@ func TestService(t *testing.T) {
 					{Name: "bad", Port: 70000},
 				}
 			})),
-			ns: "shop", svc: "cart",
+			ns:  "shop",
+			svc: "cart",
 			want: pbService("shop", "cart", byExport, t1, func(s *pb.Service) {
 				s.Ports = []*pb.ServicePort{
 					{Name: "http", Protocol: pb.Protocol_PROTOCOL_TCP, AppProtocol: "http", Port: 80, TargetPortName: "web"},
@@ -248,7 +270,8 @@ func TestService(t *testing.T) {
 				se.CreationTimestamp = metav1.Time{}
 				return se
 			}(), service("shop", "cart", func(s *corev1.Service) { s.Spec.Ports = nil })),
-			ns: "shop", svc: "cart",
+			ns:  "shop",
+			svc: "cart",
 			want: pbService("shop", "cart", byExport, t1, func(s *pb.Service) {
 				s.Ports = nil
 				s.Export.Time = nil
@@ -271,8 +294,10 @@ func TestService(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	got := normalize.Options{ClusterID: "east"}.WithDefaults()
-	want := normalize.Options{ClusterID: "east", TrustDomain: "cluster.local", DomainSuffix: "cluster.local",
-		SystemNamespace: "istio-system", Export: normalize.ExportExported}
+	want := normalize.Options{
+		ClusterID: "east", TrustDomain: "cluster.local", DomainSuffix: "cluster.local",
+		SystemNamespace: "istio-system", Export: normalize.ExportExported,
+	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WithDefaults() mismatch (-want +got):\n%s", diff)
 	}

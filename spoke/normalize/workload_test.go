@@ -65,12 +65,16 @@ func TestWorkload(t *testing.T) {
 				normalize.LabelAppName: "cart", normalize.LabelApp: "legacy",
 				normalize.LabelAppVersion: "v2", normalize.LabelVersion: "old",
 			}),
-			want: base("a", func(w *pb.Workload) { w.App, w.Version, w.CanonicalName, w.CanonicalRevision = "cart", "v2", "cart", "v2" }),
+			want: base("a", func(w *pb.Workload) {
+				w.App, w.Version, w.CanonicalName, w.CanonicalRevision = "cart", "v2", "cart", "v2"
+			}),
 		},
 		{
 			name: "legacy labels",
 			pod:  pod("a", map[string]string{normalize.LabelApp: "cart", normalize.LabelVersion: "v1"}),
-			want: base("a", func(w *pb.Workload) { w.App, w.Version, w.CanonicalName, w.CanonicalRevision = "cart", "v1", "cart", "v1" }),
+			want: base("a", func(w *pb.Workload) {
+				w.App, w.Version, w.CanonicalName, w.CanonicalRevision = "cart", "v1", "cart", "v1"
+			}),
 		},
 		{
 			name: "canonical labels win",
@@ -78,7 +82,9 @@ func TestWorkload(t *testing.T) {
 				normalize.LabelApp: "cart", normalize.LabelVersion: "v1",
 				normalize.LabelCanonicalName: "cart-svc", normalize.LabelCanonicalRevision: "r7",
 			}),
-			want: base("a", func(w *pb.Workload) { w.App, w.Version, w.CanonicalName, w.CanonicalRevision = "cart", "v1", "cart-svc", "r7" }),
+			want: base("a", func(w *pb.Workload) {
+				w.App, w.Version, w.CanonicalName, w.CanonicalRevision = "cart", "v1", "cart-svc", "r7"
+			}),
 		},
 		{
 			name: "Deployment pod: canonical name is the Deployment's",

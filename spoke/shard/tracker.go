@@ -153,7 +153,7 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) {
 	for _, e := range eps {
 		k := federation.EndpointKey(e)
 		next[k] = e
-		if o, ok := old[k]; ok && proto.Equal(o, e) {
+		if o, ok := old[k]; ok && (o == e || proto.Equal(o, e)) {
 			next[k] = o
 			continue
 		}

@@ -7,4 +7,6 @@ var (
 	ErrNotDirectory = errors.New("not a directory")
 	// ErrWatchClosed is returned by Run when the file watcher stops on its own.
 	ErrWatchClosed = errors.New("file watcher closed")
+
+	errNoKind = errors.New("no apiVersion or kind")
 )

@@ -51,8 +51,6 @@ func (e *docError) Error() string {
 
 func (e *docError) Unwrap() error { return e.Err }
 
-var errNoKind = errors.New("no apiVersion or kind")
-
 // parse decodes the objects of one manifest file: YAML (one or more
 // documents) or JSON, with kind: List unpacked. Documents of other kinds
 // are returned as skipped. The first document that cannot be decoded

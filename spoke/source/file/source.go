@@ -69,7 +69,11 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 	if err != nil {
 		return fmt.Errorf("manifests %s: watch: %w", s.dir, err)
 	}
-	defer watcher.Close()
+	defer func() {
+		if err := watcher.Close(); err != nil {
+			s.log.Warn("cannot close manifest watcher", "error", err)
+		}
+	}()
 
 	st := &state{
 		Source:    s,
@@ -103,7 +107,7 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 			if !ok {
 				return fmt.Errorf("manifests %s: %w", s.dir, ErrWatchClosed)
 			}
-			s.log.Debug("manifest event", "file", ev.Name, "op", ev.Op.String())
+			s.log.Debug("manifest event", "file", ev.Name, "op", ev.Op)
 			schedule()
 		case err, ok := <-watcher.Errors:
 			if !ok {
@@ -132,8 +136,15 @@ type state struct {
 	files   map[string]*fileState // by path relative to dir, with slashes
 	// When objects without a creationTimestamp were first seen, so that
 	// the time stays put across reloads and MCS "oldest export wins" holds.
-	firstSeen map[key]metav1.Time
-	objects   map[key]metav1.Object // as last passed to fn
+	firstSeen  map[key]metav1.Time
+	objects    map[key]metav1.Object // as last passed to fn
+	duplicates map[duplicate]bool    // as last warned about
+}
+
+// duplicate is an object defined in two files.
+type duplicate struct {
+	key
+	previousFile, file string
 }
 
 // fileState is what is kept of a file: not its bytes, only their hash,
@@ -162,6 +173,7 @@ func (st *state) reload() (normalize.Inputs, []normalize.Change, error) {
 
 	objects := map[key]metav1.Object{}
 	origin := map[key]string{}
+	duplicates := map[duplicate]bool{}
 	for _, path := range paths { // sorted: the last file wins
 		f, ok := st.files[path]
 		if !ok {
@@ -169,13 +181,18 @@ func (st *state) reload() (normalize.Inputs, []normalize.Change, error) {
 		}
 		for _, o := range f.objects {
 			if prev, ok := origin[o.key]; ok {
-				st.log.Warn("duplicate manifest object; the last file wins",
-					"kind", kindName(o.kind), "namespace", o.namespace, "name", o.name, "file", path, "previous_file", prev)
+				d := duplicate{o.key, prev, path}
+				duplicates[d] = true
+				if !st.duplicates[d] { // warn once, not on every reload
+					st.log.Warn("duplicate manifest object; the last file wins",
+						"kind", kindName(o.kind), "namespace", o.namespace, "name", o.name, "file", path, "previous_file", prev)
+				}
 			}
 			objects[o.key] = o.obj
 			origin[o.key] = path
 		}
 	}
+	st.duplicates = duplicates
 	for k := range st.firstSeen {
 		if _, ok := objects[k]; !ok {
 			delete(st.firstSeen, k) // deleted: a new object of that name is new
@@ -313,11 +330,11 @@ func logSkipped(log *slog.Logger, path string, skips []skipped) {
 		counts[s]++
 	}
 	for s, n := range counts {
-		level := slog.LevelDebug
+		logf := log.Debug
 		if knownKind(s.Kind) {
-			level = slog.LevelWarn
+			logf = log.Warn
 		}
-		log.Log(context.Background(), level, "skipping manifest objects of an unsupported kind",
+		logf("skipping manifest objects of an unsupported kind",
 			"file", path, "apiVersion", s.APIVersion, "kind", s.Kind, "count", n)
 	}
 }

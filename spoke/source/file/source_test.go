@@ -138,7 +138,6 @@ func svcYAML(ns, name string, port int) string {
 		"\nspec:\n  ports:\n  - port: " + strconv.Itoa(port) + "\n"
 }
 
-
 const exportYAML = `apiVersion: multicluster.x-k8s.io/v1beta1
 kind: ServiceExport
 metadata:
@@ -312,6 +311,13 @@ func TestRunDuplicatesAndSkippedKinds(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
+	}
+
+	// Reloads for other reasons do not repeat the warning.
+	writeFile(t, filepath.Join(dir, "c.yaml"), svcYAML("shop", "web", 80))
+	h.expect(t, change(normalize.KindService, "shop", "web"))
+	if n := strings.Count(h.logs.String(), "duplicate manifest object"); n != 2 {
+		t.Errorf("duplicate warnings = %d, want 2 (a/z.yaml over a.yaml, b.yaml over a/z.yaml), each once", n)
 	}
 }
 

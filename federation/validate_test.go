@@ -1,0 +1,185 @@
+package federation
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+func validService() *federationpb.Service {
+	return &federationpb.Service{
+		Namespace: "demo", Name: "echo", Hostname: "echo.demo.svc.cluster.local",
+		Type:   federationpb.ServiceType_SERVICE_TYPE_CLUSTER_IP,
+		Ports:  []*federationpb.ServicePort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 8080, TargetPortName: "grpc"}},
+		Export: &federationpb.Export{Source: federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT},
+	}
+}
+
+func validEndpoint() *federationpb.Endpoint {
+	return &federationpb.Endpoint{
+		Namespace: "demo", Service: "echo", Address: "10.0.0.1",
+		Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 8080}},
+		Ready:    true,
+		Locality: &federationpb.Locality{Region: "us-east1", Zone: "us-east1-a"},
+	}
+}
+
+func validWorkload() *federationpb.Workload {
+	return &federationpb.Workload{Uid: "6c1d2b9e-0f6a-4a57-9a4e-1f0e2d3c4b5a", Namespace: "demo", Name: "echo-a", Ips: []string{"10.0.0.1"}}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		check  func() error
+		reason string // "" means valid; else a substring of the error
+	}{
+		{"valid service", func() error { return ValidateService(validService()) }, ""},
+		{"service hostname elsewhere", func() error {
+			s := validService()
+			s.Hostname = "echo.other.svc.cluster.local"
+			return ValidateService(s)
+		}, `service demo/echo: hostname: "echo.other.svc.cluster.local" is not echo.demo.svc.<domain>`},
+		{"service port out of range", func() error {
+			s := validService()
+			s.Ports[0].Port = 0
+			return ValidateService(s)
+		}, "service demo/echo: ports[0].port: 0 is out of range 1-65535"},
+		{"service duplicate port name", func() error {
+			s := validService()
+			s.Ports = append(s.Ports, proto.CloneOf(s.Ports[0]))
+			s.Ports[1].Port = 9090
+			return ValidateService(s)
+		}, `ports[1].name: duplicate port name "grpc"`},
+		{"service unnamed port among several", func() error {
+			s := validService()
+			s.Ports = append(s.Ports, &federationpb.ServicePort{Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 9090})
+			return ValidateService(s)
+		}, "ports[1].name: required when a service has several ports"},
+		{"service without export source", func() error {
+			s := validService()
+			s.Export = nil
+			return ValidateService(s)
+		}, "export.source: required"},
+		{"headless with cluster IP", func() error {
+			s := validService()
+			s.Type = federationpb.ServiceType_SERVICE_TYPE_HEADLESS
+			s.ClusterIps = []string{"10.96.0.1"}
+			return ValidateService(s)
+		}, "a headless service has no cluster IPs"},
+		{"service bad namespace", func() error {
+			s := validService()
+			s.Namespace = "Demo"
+			s.Hostname = "echo.Demo.svc.cluster.local"
+			return ValidateService(s)
+		}, "namespace"},
+		{"valid endpoint", func() error { return ValidateEndpoint(validEndpoint()) }, ""},
+		{"endpoint IPv6", func() error {
+			e := validEndpoint()
+			e.Address = "fd00::1"
+			return ValidateEndpoint(e)
+		}, ""},
+		{"endpoint non-canonical IP", func() error {
+			e := validEndpoint()
+			e.Address = "fd00:0::1"
+			return ValidateEndpoint(e)
+		}, `endpoint demo/echo/fd00:0::1: address: "fd00:0::1" is not in canonical form "fd00::1"`},
+		{"endpoint not an IP", func() error {
+			e := validEndpoint()
+			e.Address = "example.com"
+			return ValidateEndpoint(e)
+		}, `address: "example.com" is not an IP address`},
+		{"endpoint unspecified", func() error {
+			e := validEndpoint()
+			e.Address = "0.0.0.0"
+			return ValidateEndpoint(e)
+		}, "not a unicast address"},
+		{"endpoint bad zone label", func() error {
+			e := validEndpoint()
+			e.Locality.Zone = "us east"
+			return ValidateEndpoint(e)
+		}, "locality.zone"},
+		{"endpoint unknown protocol", func() error {
+			e := validEndpoint()
+			e.Ports[0].Protocol = 42
+			return ValidateEndpoint(e)
+		}, "ports[0].protocol: unknown protocol 42"},
+		{"valid workload", func() error { return ValidateWorkload(validWorkload()) }, ""},
+		{"workload without IPs", func() error {
+			w := validWorkload()
+			w.Ips = nil
+			return ValidateWorkload(w)
+		}, "ips: 0 addresses"},
+		{"workload uid with spaces", func() error {
+			w := validWorkload()
+			w.Uid = "a b"
+			return ValidateWorkload(w)
+		}, "uid"},
+		{"cluster bad ID", func() error { return ValidateCluster(&federationpb.Cluster{Id: "East_1"}) }, "cluster East_1: id"},
+		{"cluster gateway without protocol", func() error {
+			return ValidateCluster(&federationpb.Cluster{Id: "east", Gateways: []*federationpb.Gateway{{Address: "1.2.3.4", Port: 15443}}})
+		}, "gateways[0].protocol"},
+		{"cluster gateway by hostname", func() error {
+			return ValidateCluster(&federationpb.Cluster{Id: "east", Gateways: []*federationpb.Gateway{{
+				Address: "gw.example.com", Port: 15008, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE,
+			}}})
+		}, ""},
+		{"update twice the same endpoint", func() error {
+			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{validEndpoint(), validEndpoint()}})
+		}, "endpoint demo/echo/10.0.0.1: appears twice in one update"},
+		{"update upsert and removal of one key", func() error {
+			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{validEndpoint()}, RemovedEndpoints: []string{"demo/echo/10.0.0.1"}})
+		}, "appears twice"},
+		{"update bad removal key", func() error {
+			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, RemovedServices: []string{"demo"}})
+		}, "service demo: removed: not a service key"},
+		{"update version 0", func() error { return ValidateUpdate(&federationpb.ShardUpdate{}) }, "version: must be greater than 0"},
+		{"full update with removals", func() error {
+			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Full: true, RemovedWorkloads: []string{"x"}})
+		}, "a full update has no removals"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.check()
+			if tc.reason == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("error %v, want one containing %q", err, tc.reason)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v does not match ErrInvalid", err)
+			}
+		})
+	}
+}
+
+// FuzzValidateUpdate decodes arbitrary bytes as an update: validation may
+// reject them but must not panic.
+func FuzzValidateUpdate(f *testing.F) {
+	seed, _ := proto.Marshal(&federationpb.ShardUpdate{
+		Version: 1, Full: true, Cluster: &federationpb.Cluster{Id: "east"},
+		Services: []*federationpb.Service{validService()}, Endpoints: []*federationpb.Endpoint{validEndpoint()},
+		Workloads: []*federationpb.Workload{validWorkload()},
+	})
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var u federationpb.ShardUpdate
+		if proto.Unmarshal(data, &u) != nil {
+			return
+		}
+		_ = ValidateUpdate(&u)
+		for _, c := range Chunk(&u, 128<<10) {
+			if c.GetVersion() != u.GetVersion() {
+				t.Fatalf("chunk version %d, want %d", c.GetVersion(), u.GetVersion())
+			}
+		}
+	})
+}

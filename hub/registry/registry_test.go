@@ -1,0 +1,280 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+func newTestRegistry(limits Limits) *Registry {
+	return New(limits, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func svc(name string) *federationpb.Service {
+	return &federationpb.Service{
+		Namespace: "demo", Name: name, Hostname: name + ".demo.svc.cluster.local",
+		Type:   federationpb.ServiceType_SERVICE_TYPE_CLUSTER_IP,
+		Ports:  []*federationpb.ServicePort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 8080}},
+		Export: &federationpb.Export{Source: federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT},
+	}
+}
+
+func ep(service, addr string) *federationpb.Endpoint {
+	return &federationpb.Endpoint{Namespace: "demo", Service: service, Address: addr, Ready: true}
+}
+
+func wl(uid, ip string) *federationpb.Workload {
+	return &federationpb.Workload{Uid: uid, Namespace: "demo", Name: "pod-" + uid, Ips: []string{ip}}
+}
+
+func full(id, network string, version uint64, services []*federationpb.Service, eps []*federationpb.Endpoint, wls []*federationpb.Workload) *federationpb.ShardUpdate {
+	return &federationpb.ShardUpdate{
+		Version: version, Full: true, Cluster: &federationpb.Cluster{Id: id, Network: network},
+		Services: services, Endpoints: eps, Workloads: wls,
+	}
+}
+
+func TestRegistryMergesAndTags(t *testing.T) {
+	r := newTestRegistry(Limits{})
+	east, west := r.Connect("east", ""), r.Connect("west", "")
+	if err := east.Apply("s", full("east", "n1", 1, []*federationpb.Service{svc("echo")}, []*federationpb.Endpoint{ep("echo", "10.0.0.1")}, []*federationpb.Workload{wl("u1", "10.0.0.1")})); err != nil {
+		t.Fatal(err)
+	}
+	before := r.Current()
+	if err := west.Apply("s", full("west", "n2", 1, []*federationpb.Service{svc("echo")}, []*federationpb.Endpoint{ep("echo", "10.1.0.1"), ep("echo", "10.1.0.2")}, []*federationpb.Workload{wl("u1", "10.1.0.1")})); err != nil {
+		t.Fatal(err)
+	}
+	s := r.Current()
+	v, ok := s.Service("demo/echo")
+	if !ok || len(v.Clusters) != 2 || v.EndpointCount() != 3 {
+		t.Fatalf("merged echo: %+v", v)
+	}
+	for _, c := range v.Clusters {
+		for _, e := range c.Endpoints {
+			if e.Cluster != c.Cluster || e.Network != c.Network {
+				t.Errorf("endpoint %s tagged %s/%s in cluster %s/%s", e.GetAddress(), e.Cluster, e.Network, c.Cluster, c.Network)
+			}
+		}
+	}
+	// Workload uids are unique per cluster only: both u1 are kept.
+	if s.WorkloadCount() != 2 {
+		t.Errorf("%d workloads, want 2", s.WorkloadCount())
+	}
+	if w, ok := s.Workload("west/u1"); !ok || w.Network != "n2" {
+		t.Errorf("west/u1: %+v", w)
+	}
+	// The earlier snapshot is unchanged and points at the new one.
+	if v, _ := before.Service("demo/echo"); len(v.Clusters) != 1 {
+		t.Errorf("a published snapshot changed: %d clusters", len(v.Clusters))
+	}
+	if before.Next() != s || s.Next() != nil {
+		t.Error("snapshot chain broken")
+	}
+	if got := s.Changes(); len(got.Services) != 1 || got.Services[0] != "demo/echo" || len(got.Workloads) != 1 || got.Workloads[0] != "west/u1" {
+		t.Errorf("changes %+v", got)
+	}
+}
+
+func TestRegistryDeltaAndNetworkChange(t *testing.T) {
+	r := newTestRegistry(Limits{})
+	c := r.Connect("east", "")
+	must(t, c.Apply("s", full("east", "n1", 1, []*federationpb.Service{svc("echo"), svc("other")}, []*federationpb.Endpoint{ep("echo", "10.0.0.1"), ep("other", "10.0.0.9")}, []*federationpb.Workload{wl("u1", "10.0.0.1")})))
+	must(t, c.Apply("s", &federationpb.ShardUpdate{Version: 2, Endpoints: []*federationpb.Endpoint{ep("echo", "10.0.0.2")}, RemovedEndpoints: []string{"demo/echo/10.0.0.1"}}))
+	s := r.Current()
+	if got := s.Changes().Services; len(got) != 1 || got[0] != "demo/echo" {
+		t.Errorf("an endpoint delta changed services %v, want only demo/echo", got)
+	}
+	v, _ := s.Service("demo/echo")
+	if v.EndpointCount() != 1 || v.Clusters[0].Endpoints[0].GetAddress() != "10.0.0.2" {
+		t.Errorf("echo after delta: %+v", v.Clusters[0].Endpoints)
+	}
+	// Moving the cluster to another network retags everything it holds.
+	must(t, c.Apply("s", &federationpb.ShardUpdate{Version: 3, Cluster: &federationpb.Cluster{Id: "east", Network: "n9"}}))
+	s = r.Current()
+	if v, _ := s.Service("demo/other"); v.Clusters[0].Endpoints[0].Network != "n9" {
+		t.Errorf("endpoint network %s after the cluster moved to n9", v.Clusters[0].Endpoints[0].Network)
+	}
+	if w, _ := s.Workload("east/u1"); w.Network != "n9" {
+		t.Errorf("workload network %s after the cluster moved to n9", w.Network)
+	}
+	// Removing a service removes it from the clusterset.
+	must(t, c.Apply("s", &federationpb.ShardUpdate{Version: 4, RemovedServices: []string{"demo/other"}}))
+	if _, ok := r.Current().Service("demo/other"); ok {
+		t.Error("demo/other still in the clusterset after its only export was removed")
+	}
+}
+
+func TestRegistryRejectsWithoutChange(t *testing.T) {
+	r := newTestRegistry(Limits{MaxServices: 1, MaxEndpoints: 2, MaxWorkloads: 1})
+	c := r.Connect("east", "")
+	must(t, c.Apply("s", full("east", "n1", 1, []*federationpb.Service{svc("echo")}, []*federationpb.Endpoint{ep("echo", "10.0.0.1")}, nil)))
+	good := r.Current()
+	tests := []struct {
+		name    string
+		session string
+		u       *federationpb.ShardUpdate
+		want    error
+	}{
+		{"over the service cap", "s", &federationpb.ShardUpdate{Version: 2, Services: []*federationpb.Service{svc("more")}}, federation.ErrOverLimit},
+		{"full over the endpoint cap", "s", full("east", "n1", 2, nil, []*federationpb.Endpoint{ep("a", "10.0.0.1"), ep("a", "10.0.0.2"), ep("a", "10.0.0.3")}, nil), federation.ErrOverLimit},
+		{"invalid object", "s", &federationpb.ShardUpdate{Version: 2, Endpoints: []*federationpb.Endpoint{ep("echo", "nope")}}, federation.ErrInvalid},
+		{"delta from another session", "t", &federationpb.ShardUpdate{Version: 9, Endpoints: []*federationpb.Endpoint{ep("echo", "10.0.0.2")}}, ErrNoBase},
+		{"stale version", "s", &federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{ep("echo", "10.0.0.2")}}, ErrStaleVersion},
+		{"full without cluster", "s", &federationpb.ShardUpdate{Version: 2, Full: true}, federation.ErrInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Apply(tc.session, tc.u)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want %v", err, tc.want)
+			}
+			if r.Current() != good {
+				t.Error("a rejected update published a snapshot")
+			}
+		})
+	}
+}
+
+func TestRegistryNewerConnSupersedes(t *testing.T) {
+	r := newTestRegistry(Limits{})
+	old := r.Connect("east", "")
+	must(t, old.Apply("s", full("east", "n1", 1, []*federationpb.Service{svc("echo")}, nil, nil)))
+	newer := r.Connect("east", "")
+	select {
+	case <-old.Superseded():
+	default:
+		t.Fatal("the older conn was not told it was superseded")
+	}
+	if err := old.Apply("s", &federationpb.ShardUpdate{Version: 2, RemovedServices: []string{"demo/echo"}}); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("a superseded conn wrote: %v", err)
+	}
+	old.Close() // must not mark the cluster disconnected
+	if c, _ := r.Current().Cluster("east"); !c.Connected {
+		t.Error("closing a superseded conn disconnected the cluster")
+	}
+	if v, ok := newer.Resume("s", 1, 1); !ok || v != 1 {
+		t.Errorf("resume = %d, %t; want version 1", v, ok)
+	}
+	newer.Close()
+	if c, _ := r.Current().Cluster("east"); c.Connected {
+		t.Error("the cluster is still connected after its stream closed")
+	}
+	if _, ok := r.Current().Service("demo/echo"); !ok {
+		t.Error("a disconnected cluster's shard was dropped")
+	}
+}
+
+func TestRegistryIdenticalFullStateChangesNothing(t *testing.T) {
+	r := newTestRegistry(Limits{})
+	c := r.Connect("east", "")
+	u := full("east", "n1", 1, []*federationpb.Service{svc("echo")}, []*federationpb.Endpoint{ep("echo", "10.0.0.1")}, []*federationpb.Workload{wl("u1", "10.0.0.1")})
+	must(t, c.Apply("s1", u))
+	rev := r.Current().Revision()
+	again := proto.CloneOf(u)
+	again.Version = 1
+	must(t, r.Connect("east", "").Apply("s2", again))
+	// Reconnecting publishes the connection change only.
+	s := r.Current()
+	if ch := s.Changes(); len(ch.Services) != 0 || len(ch.Workloads) != 0 {
+		t.Errorf("an identical full state changed %+v", ch)
+	}
+	if s.Revision() > rev+2 {
+		t.Errorf("revision %d after %d; want at most the two connection changes", s.Revision(), rev)
+	}
+}
+
+func TestSnapshotAwait(t *testing.T) {
+	r := newTestRegistry(Limits{})
+	start := r.Current()
+	done := make(chan *Snapshot, 1)
+	go func() {
+		s, _ := start.Await(context.Background(), func(s *Snapshot) bool { _, ok := s.Service("demo/echo"); return ok })
+		done <- s
+	}()
+	must(t, r.Connect("east", "").Apply("s", full("east", "n1", 1, []*federationpb.Service{svc("echo")}, nil, nil)))
+	select {
+	case s := <-done:
+		if _, ok := s.Service("demo/echo"); !ok {
+			t.Error("Await returned a snapshot without the service")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Await did not return")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Current().Await(ctx, func(*Snapshot) bool { return false }); !errors.Is(err, context.Canceled) {
+		t.Errorf("Await on a cancelled context: %v", err)
+	}
+}
+
+func TestCowMap(t *testing.T) {
+	var base cowMap[int]
+	e := newCowEdit(&base)
+	for i := range 1000 {
+		e.set(fmt.Sprint(i), i)
+	}
+	a := e.done()
+	e2 := newCowEdit(&a)
+	e2.set("0", -1)
+	e2.delete("1")
+	e2.delete("missing")
+	b := e2.done()
+	if v, _ := a.get("0"); v != 0 || a.len != 1000 {
+		t.Errorf("the base map changed: %d, len %d", v, a.len)
+	}
+	if v, _ := b.get("0"); v != -1 || b.len != 999 {
+		t.Errorf("edited map: %d, len %d", v, b.len)
+	}
+	if _, ok := b.get("1"); ok {
+		t.Error("deleted key still present")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzApplyUpdate applies arbitrary updates after a valid shard: the
+// registry must never panic, and a rejected update must leave the
+// snapshot unchanged.
+func FuzzApplyUpdate(f *testing.F) {
+	seed, _ := proto.Marshal(&federationpb.ShardUpdate{
+		Version: 2, Endpoints: []*federationpb.Endpoint{ep("echo", "10.0.0.2")}, RemovedEndpoints: []string{"demo/echo/10.0.0.1"},
+		Workloads: []*federationpb.Workload{wl("u2", "10.0.0.2")},
+	})
+	f.Add(seed, false)
+	fullSeed, _ := proto.Marshal(full("east", "n2", 3, []*federationpb.Service{svc("x")}, nil, nil))
+	f.Add(fullSeed, true)
+	f.Fuzz(func(t *testing.T, data []byte, asFull bool) {
+		var u federationpb.ShardUpdate
+		if proto.Unmarshal(data, &u) != nil {
+			return
+		}
+		u.Full = u.Full || asFull
+		r := newTestRegistry(Limits{MaxServices: 10, MaxEndpoints: 100, MaxWorkloads: 100})
+		c := r.Connect("east", "")
+		must(t, c.Apply("s", full("east", "n1", 1, []*federationpb.Service{svc("echo")}, []*federationpb.Endpoint{ep("echo", "10.0.0.1")}, nil)))
+		before := r.Current()
+		if err := c.Apply("s", &u); err != nil && r.Current() != before {
+			t.Fatalf("rejected update %v changed the registry", err)
+		}
+		s := r.Current()
+		for _, v := range s.Services() {
+			if v.Key != federation.ServiceKey(v.Namespace, v.Name) {
+				t.Fatalf("service key %q for %s/%s", v.Key, v.Namespace, v.Name)
+			}
+		}
+	})
+}
