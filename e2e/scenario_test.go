@@ -197,7 +197,7 @@ func getJSON(t *testing.T, url string, v any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("%s: %v", url, err)
 	}
@@ -216,7 +216,7 @@ func TestSpoofedClusterIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	stream, err := federationpb.NewFederationClient(conn).Sync(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func TestSpoofedClusterIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn2.Close()
+	defer func() { _ = conn2.Close() }()
 	s2, err := federationpb.NewFederationClient(conn2).Sync(t.Context())
 	if err == nil {
 		_ = s2.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: hello}})

@@ -88,7 +88,7 @@ func (s *Spoke) Uplink() *uplink.Uplink { return s.uplink }
 
 // Run federates the cluster until ctx ends.
 func (s *Spoke) Run(ctx context.Context) error {
-	defer s.conn.Close()
+	defer func() { _ = s.conn.Close() }()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return s.source.Run(ctx, func(in normalize.Inputs, changes []normalize.Change) {
