@@ -1,0 +1,153 @@
+package shard
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/meshfed/meshfed/spoke/normalize"
+)
+
+// fakeInputs is a map-backed normalize.Inputs.
+type fakeInputs struct {
+	services   map[string]*corev1.Service
+	exports    map[string]*mcsv1beta1.ServiceExport
+	pods       map[string]*corev1.Pod
+	nodes      map[string]*corev1.Node
+	namespaces map[string]*corev1.Namespace
+	slices     map[string][]*discoveryv1.EndpointSlice
+}
+
+func (f *fakeInputs) Service(ns, n string) (*corev1.Service, bool) {
+	s, ok := f.services[ns+"/"+n]
+	return s, ok
+}
+
+func (f *fakeInputs) ServiceExport(ns, n string) (*mcsv1beta1.ServiceExport, bool) {
+	s, ok := f.exports[ns+"/"+n]
+	return s, ok
+}
+func (f *fakeInputs) Pod(ns, n string) (*corev1.Pod, bool) { p, ok := f.pods[ns+"/"+n]; return p, ok }
+func (f *fakeInputs) Node(n string) (*corev1.Node, bool)   { x, ok := f.nodes[n]; return x, ok }
+func (f *fakeInputs) Namespace(n string) (*corev1.Namespace, bool) {
+	x, ok := f.namespaces[n]
+	return x, ok
+}
+
+func (f *fakeInputs) EndpointSlices(ns, svc string) []*discoveryv1.EndpointSlice {
+	return f.slices[ns+"/"+svc]
+}
+
+func (f *fakeInputs) Services(ns string) []*corev1.Service {
+	var out []*corev1.Service
+	for _, s := range f.services {
+		if ns == "" || s.Namespace == ns {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (f *fakeInputs) Pods(ns string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range f.pods {
+		if ns == "" || p.Namespace == ns {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func demoInputs() *fakeInputs {
+	meta := func(ns, name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.Unix(1000, 0)}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: meta("demo", "echo-a"),
+		Spec:       corev1.PodSpec{NodeName: "node-a"},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	pod.Labels = map[string]string{"app": "echo"}
+	return &fakeInputs{
+		services: map[string]*corev1.Service{"demo/echo": {
+			ObjectMeta: meta("demo", "echo"),
+			Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "grpc", Port: 8080, Protocol: corev1.ProtocolTCP}}},
+		}},
+		exports: map[string]*mcsv1beta1.ServiceExport{"demo/echo": {ObjectMeta: meta("demo", "echo")}},
+		pods:    map[string]*corev1.Pod{"demo/echo-a": pod},
+		nodes: map[string]*corev1.Node{"node-a": {ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{
+			"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": "z1",
+		}}}},
+		namespaces: map[string]*corev1.Namespace{"demo": {ObjectMeta: metav1.ObjectMeta{Name: "demo"}}},
+		slices: map[string][]*discoveryv1.EndpointSlice{"demo/echo": {{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "demo", Name: "echo-1", Labels: map[string]string{"kubernetes.io/service-name": "echo"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](8080)}},
+			Endpoints: []discoveryv1.Endpoint{{
+				Addresses: []string{"10.0.0.1"}, NodeName: ptr.To("node-a"),
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: "echo-a"},
+			}},
+		}}},
+	}
+}
+
+func TestBuilderFollowsChanges(t *testing.T) {
+	in := demoInputs()
+	tr := NewTracker()
+	b := NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b.Apply(in, nil)
+	if tr.cluster.GetNetwork() != "n1" || len(tr.services) != 1 || tr.nEndpoint != 1 || len(tr.workloads) != 1 {
+		t.Fatalf("initial shard: cluster %v, %d services, %d endpoints, %d workloads", tr.cluster, len(tr.services), tr.nEndpoint, len(tr.workloads))
+	}
+	endpoint := func() string {
+		for _, e := range tr.endpoints["demo/echo"] {
+			return e.GetLocality().GetZone() + "|" + e.GetNetwork()
+		}
+		return "none"
+	}
+	if got := endpoint(); got != "z1|" {
+		t.Fatalf("endpoint zone|network = %q", got)
+	}
+	tr.Next("x")
+	tr.Acked(1)
+
+	// A node moved to another zone: its endpoints and workloads follow.
+	in.nodes["node-a"].Labels["topology.kubernetes.io/zone"] = "z2"
+	b.Apply(in, []normalize.Change{{Kind: normalize.KindNode, Name: "node-a"}})
+	if got := endpoint(); got != "z2|" {
+		t.Errorf("after the node moved: %q", got)
+	}
+	for _, w := range tr.workloads {
+		if w.GetLocality().GetZone() != "z2" {
+			t.Errorf("workload zone %q after the node moved", w.GetLocality().GetZone())
+		}
+	}
+
+	// A pod labelled with another network.
+	in.pods["demo/echo-a"].Labels["topology.istio.io/network"] = "n2"
+	b.Apply(in, []normalize.Change{{Kind: normalize.KindPod, Namespace: "demo", Name: "echo-a"}})
+	if got := endpoint(); got != "z2|n2" {
+		t.Errorf("after the pod's network label: %q", got)
+	}
+
+	// The export goes away: the service, its endpoints and its workloads leave.
+	delete(in.exports, "demo/echo")
+	b.Apply(in, []normalize.Change{{Kind: normalize.KindServiceExport, Namespace: "demo", Name: "echo"}})
+	if len(tr.services) != 0 || tr.nEndpoint != 0 || len(tr.workloads) != 0 {
+		t.Errorf("after unexport: %d services, %d endpoints, %d workloads", len(tr.services), tr.nEndpoint, len(tr.workloads))
+	}
+	u := tr.Next("y")
+	if len(u.GetRemovedServices()) != 1 || len(u.GetRemovedEndpoints()) != 1 || len(u.GetRemovedWorkloads()) != 1 {
+		t.Errorf("the delta after unexport: %v", u)
+	}
+}
