@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDemoAndStatus runs `meshfed demo` on free ports and asks it for its
+// status the way a user would.
+func TestDemoAndStatus(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "--dir", t.TempDir(), "--federation-addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0"}, &out, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("demo: %v", err)
+		}
+	}()
+
+	debugAddr := regexp.MustCompile(`debug http://(\S+)`)
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var addr string
+	for addr == "" {
+		if m := debugAddr.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+			break
+		}
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("demo ended early: %v\n%s", err, out.String())
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo did not report ready:\n%s", out.String())
+		}
+	}
+
+	var status bytes.Buffer
+	if err := run(t.Context(), []string{"status", "--debug-addr", addr}, &status, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"east     network-east  true", "west     network-west  true"} {
+		if !strings.Contains(status.String(), want) {
+			t.Errorf("status does not show %q:\n%s", want, status.String())
+		}
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	if err := run(t.Context(), []string{"nope"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `unknown command "nope"`) {
+		t.Errorf("run(nope) = %v", err)
+	}
+}
