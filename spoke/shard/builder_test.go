@@ -34,6 +34,7 @@ func (f *fakeInputs) ServiceExport(ns, n string) (*mcsv1beta1.ServiceExport, boo
 	s, ok := f.exports[ns+"/"+n]
 	return s, ok
 }
+
 func (f *fakeInputs) Pod(ns, n string) (*corev1.Pod, bool) { p, ok := f.pods[ns+"/"+n]; return p, ok }
 func (f *fakeInputs) Node(n string) (*corev1.Node, bool)   { x, ok := f.nodes[n]; return x, ok }
 func (f *fakeInputs) Namespace(n string) (*corev1.Namespace, bool) {
