@@ -13,60 +13,17 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 )
 
-// fakeInputs is a map-backed normalize.Inputs.
-type fakeInputs struct {
-	services   map[string]*corev1.Service
-	exports    map[string]*mcsv1beta1.ServiceExport
-	pods       map[string]*corev1.Pod
-	nodes      map[string]*corev1.Node
-	namespaces map[string]*corev1.Namespace
-	slices     map[string][]*discoveryv1.EndpointSlice
+type demoObjects struct {
+	in     *normalizetest.Inputs
+	pod    *corev1.Pod
+	node   *corev1.Node
+	export *mcsv1beta1.ServiceExport
 }
 
-func (f *fakeInputs) Service(ns, n string) (*corev1.Service, bool) {
-	s, ok := f.services[ns+"/"+n]
-	return s, ok
-}
-
-func (f *fakeInputs) ServiceExport(ns, n string) (*mcsv1beta1.ServiceExport, bool) {
-	s, ok := f.exports[ns+"/"+n]
-	return s, ok
-}
-
-func (f *fakeInputs) Pod(ns, n string) (*corev1.Pod, bool) { p, ok := f.pods[ns+"/"+n]; return p, ok }
-func (f *fakeInputs) Node(n string) (*corev1.Node, bool)   { x, ok := f.nodes[n]; return x, ok }
-func (f *fakeInputs) Namespace(n string) (*corev1.Namespace, bool) {
-	x, ok := f.namespaces[n]
-	return x, ok
-}
-
-func (f *fakeInputs) EndpointSlices(ns, svc string) []*discoveryv1.EndpointSlice {
-	return f.slices[ns+"/"+svc]
-}
-
-func (f *fakeInputs) Services(ns string) []*corev1.Service {
-	var out []*corev1.Service
-	for _, s := range f.services {
-		if ns == "" || s.Namespace == ns {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func (f *fakeInputs) Pods(ns string) []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, p := range f.pods {
-		if ns == "" || p.Namespace == ns {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func demoInputs() *fakeInputs {
+func demoInputs() demoObjects {
 	meta := func(ns, name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.Unix(1000, 0)}
 	}
@@ -79,18 +36,17 @@ func demoInputs() *fakeInputs {
 		},
 	}
 	pod.Labels = map[string]string{"app": "echo"}
-	return &fakeInputs{
-		services: map[string]*corev1.Service{"demo/echo": {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{
+		"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": "z1",
+	}}}
+	export := &mcsv1beta1.ServiceExport{ObjectMeta: meta("demo", "echo")}
+	in := normalizetest.NewInputs(pod, node, export,
+		&corev1.Service{
 			ObjectMeta: meta("demo", "echo"),
 			Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "grpc", Port: 8080, Protocol: corev1.ProtocolTCP}}},
-		}},
-		exports: map[string]*mcsv1beta1.ServiceExport{"demo/echo": {ObjectMeta: meta("demo", "echo")}},
-		pods:    map[string]*corev1.Pod{"demo/echo-a": pod},
-		nodes: map[string]*corev1.Node{"node-a": {ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{
-			"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": "z1",
-		}}}},
-		namespaces: map[string]*corev1.Namespace{"demo": {ObjectMeta: metav1.ObjectMeta{Name: "demo"}}},
-		slices: map[string][]*discoveryv1.EndpointSlice{"demo/echo": {{
+		},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}},
+		&discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: "demo", Name: "echo-1", Labels: map[string]string{"kubernetes.io/service-name": "echo"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](8080)}},
@@ -98,12 +54,13 @@ func demoInputs() *fakeInputs {
 				Addresses: []string{"10.0.0.1"}, NodeName: ptr.To("node-a"),
 				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: "echo-a"},
 			}},
-		}}},
-	}
+		})
+	return demoObjects{in: in, pod: pod, node: node, export: export}
 }
 
 func TestBuilderFollowsChanges(t *testing.T) {
-	in := demoInputs()
+	d := demoInputs()
+	in := d.in
 	tr := NewTracker()
 	b := NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	b.Apply(in, nil)
@@ -123,7 +80,7 @@ func TestBuilderFollowsChanges(t *testing.T) {
 	tr.Acked(1)
 
 	// A node moved to another zone: its endpoints and workloads follow.
-	in.nodes["node-a"].Labels["topology.kubernetes.io/zone"] = "z2"
+	d.node.Labels["topology.kubernetes.io/zone"] = "z2"
 	b.Apply(in, []normalize.Change{{Kind: normalize.KindNode, Name: "node-a"}})
 	if got := endpoint(); got != "z2|" {
 		t.Errorf("after the node moved: %q", got)
@@ -135,14 +92,14 @@ func TestBuilderFollowsChanges(t *testing.T) {
 	}
 
 	// A pod labelled with another network.
-	in.pods["demo/echo-a"].Labels["topology.istio.io/network"] = "n2"
+	d.pod.Labels["topology.istio.io/network"] = "n2"
 	b.Apply(in, []normalize.Change{{Kind: normalize.KindPod, Namespace: "demo", Name: "echo-a"}})
 	if got := endpoint(); got != "z2|n2" {
 		t.Errorf("after the pod's network label: %q", got)
 	}
 
 	// The export goes away: the service, its endpoints and its workloads leave.
-	delete(in.exports, "demo/echo")
+	in.Delete(d.export)
 	b.Apply(in, []normalize.Change{{Kind: normalize.KindServiceExport, Namespace: "demo", Name: "echo"}})
 	if len(tr.services) != 0 || tr.nEndpoint != 0 || len(tr.workloads) != 0 {
 		t.Errorf("after unexport: %d services, %d endpoints, %d workloads", len(tr.services), tr.nEndpoint, len(tr.workloads))
