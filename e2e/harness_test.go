@@ -204,3 +204,14 @@ func fill(tr *shard.Tracker, cluster, network string, n int) {
 		w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", n, 1))
 	})
 }
+
+// federationClient dials a hub's federation port in plaintext.
+func federationClient(t *testing.T, addr string) federationpb.FederationClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return federationpb.NewFederationClient(conn)
+}

@@ -14,6 +14,12 @@ import (
 type Config struct {
 	// FederationAddr is where spokes connect.
 	FederationAddr string
+	// XDSAddr is where proxies connect for ADS ("" disables xDS).
+	XDSAddr string
+	// XDSPushInterval coalesces registry changes that come faster than it.
+	XDSPushInterval time.Duration
+	// XDS TLS: a key pair secures the xDS port; a CA also requires client certificates.
+	XDSCertFile, XDSKeyFile, XDSCAFile string
 	// DebugAddr serves /debug/*, /healthz, /readyz and /metrics. It is
 	// local-only by default: the debug views show the whole clusterset.
 	DebugAddr string
@@ -38,6 +44,8 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
 		FederationAddr:   ":9443",
+		XDSAddr:          ":15010",
+		XDSPushInterval:  10 * time.Millisecond,
 		DebugAddr:        "127.0.0.1:8080",
 		TrustDomain:      "cluster.local",
 		MaxMessageBytes:  4 << 20,
@@ -51,6 +59,11 @@ func DefaultConfig() Config {
 // AddFlags declares the hub's flags, defaulting to c's values.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.FederationAddr, "federation-addr", c.FederationAddr, "address for spoke connections (gRPC)")
+	fs.StringVar(&c.XDSAddr, "xds-addr", c.XDSAddr, `address for proxies' ADS streams (gRPC; "" disables xDS)`)
+	fs.DurationVar(&c.XDSPushInterval, "xds-push-interval", c.XDSPushInterval, "push a lone change at once; coalesce changes closer together than this")
+	fs.StringVar(&c.XDSCertFile, "xds-tls-cert", c.XDSCertFile, "TLS certificate for the xDS port (PEM; plaintext when unset)")
+	fs.StringVar(&c.XDSKeyFile, "xds-tls-key", c.XDSKeyFile, "TLS key for the xDS port (PEM)")
+	fs.StringVar(&c.XDSCAFile, "xds-tls-ca", c.XDSCAFile, "CA of proxy client certificates; when set, proxies must present one")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "address for /debug, /healthz, /readyz and /metrics (HTTP; keep it local)")
 	fs.StringVar(&c.CertFile, "tls-cert", c.CertFile, "the hub's TLS certificate (PEM)")
 	fs.StringVar(&c.KeyFile, "tls-key", c.KeyFile, "the hub's TLS key (PEM)")
@@ -74,6 +87,9 @@ func (c Config) Validate() error {
 	}
 	if !c.Insecure && (c.CertFile == "" || c.KeyFile == "" || c.CAFile == "") {
 		errs = append(errs, errors.New("--tls-cert, --tls-key and --tls-ca are required (or --insecure for plaintext)"))
+	}
+	if (c.XDSCertFile == "") != (c.XDSKeyFile == "") || (c.XDSCAFile != "" && c.XDSCertFile == "") {
+		errs = append(errs, errors.New("--xds-tls-cert and --xds-tls-key go together, and --xds-tls-ca needs them"))
 	}
 	if c.MaxMessageBytes < 64<<10 {
 		errs = append(errs, fmt.Errorf("--max-message-bytes %d is below 64 KiB", c.MaxMessageBytes))

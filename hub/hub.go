@@ -21,7 +21,21 @@ import (
 	"github.com/meshfed/meshfed/hub/ingest"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/pki"
+	"github.com/meshfed/meshfed/xds"
 )
+
+// snapshotView adapts registry snapshots to the read-only view xds declares.
+type snapshotView struct{ *registry.Snapshot }
+
+var _ xds.Snapshot = snapshotView{}
+
+func (s snapshotView) Next() xds.Snapshot {
+	n := s.Snapshot.Next()
+	if n == nil {
+		return nil
+	}
+	return snapshotView{n}
+}
 
 // Hub is a running hub's components. Its listeners are bound by New, so
 // their addresses are known before Run.
@@ -33,6 +47,7 @@ type Hub struct {
 	http     *http.Server
 	fedLis   net.Listener
 	debugLis net.Listener
+	xds      *xds.Server // nil when xDS is disabled
 }
 
 // New builds a hub and binds its listeners.
@@ -70,17 +85,51 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	if h.fedLis, err = net.Listen("tcp", cfg.FederationAddr); err != nil {
 		return nil, fmt.Errorf("federation listener: %w", err)
 	}
+	if cfg.XDSAddr != "" {
+		if h.xds, err = newXDS(cfg, promReg, log); err != nil {
+			_ = h.fedLis.Close()
+			return nil, err
+		}
+	}
 	if cfg.DebugAddr != "" {
 		if h.debugLis, err = net.Listen("tcp", cfg.DebugAddr); err != nil {
 			_ = h.fedLis.Close()
 			return nil, fmt.Errorf("debug listener: %w", err)
 		}
-		h.http = &http.Server{
-			Handler:           debug.Handler(reg, promReg, func() bool { return true }),
-			ReadHeaderTimeout: 10 * time.Second,
+		mux := http.NewServeMux()
+		mux.Handle("/", debug.Handler(reg, promReg, func() bool { return true }))
+		if h.xds != nil {
+			mux.Handle("GET /debug/proxies", h.xds.ProxiesHandler())
 		}
+		h.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	return h, nil
+}
+
+func newXDS(cfg Config, promReg prometheus.Registerer, log *slog.Logger) (*xds.Server, error) {
+	xcfg := xds.Config{Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: 4 * cfg.MaxMessageBytes}
+	var err error
+	switch {
+	case cfg.XDSCAFile != "":
+		xcfg.TLS, err = pki.ServerConfig(cfg.XDSCertFile, cfg.XDSKeyFile, cfg.XDSCAFile, log.With("component", "xds-tls"))
+	case cfg.XDSCertFile != "":
+		xcfg.TLS, err = pki.ServerOnlyConfig(cfg.XDSCertFile, cfg.XDSKeyFile, log.With("component", "xds-tls"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("xds TLS: %w", err)
+	}
+	return xds.New(xcfg, promReg, log.With("component", "xds"))
+}
+
+// XDS is the hub's xDS server, or nil when disabled.
+func (h *Hub) XDS() *xds.Server { return h.xds }
+
+// XDSAddr is the bound xDS address, or nil when disabled.
+func (h *Hub) XDSAddr() net.Addr {
+	if h.xds == nil {
+		return nil
+	}
+	return h.xds.Addr()
 }
 
 // Registry is the hub's registry.
@@ -114,6 +163,9 @@ func (h *Hub) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	if h.xds != nil {
+		g.Go(func() error { return h.xds.Run(ctx, snapshotView{h.registry.Current()}) })
+	}
 	g.Go(func() error {
 		<-ctx.Done()
 		h.grpc.Stop() // streams are long-lived: GracefulStop would wait for every spoke to leave
@@ -124,7 +176,8 @@ func (h *Hub) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	h.log.Info("hub serving", "federation", h.FederationAddr().String(), "debug", addrString(h.DebugAddr()), "tls", !h.cfg.Insecure)
+	h.log.Info("hub serving", "federation", h.FederationAddr().String(), "xds", addrString(h.XDSAddr()),
+		"debug", addrString(h.DebugAddr()), "tls", !h.cfg.Insecure)
 	return g.Wait()
 }
 

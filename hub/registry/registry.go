@@ -494,10 +494,10 @@ func (r *Registry) publishLocked(ch changeSet) {
 	next := &Snapshot{revision: prev.revision + 1, done: make(chan struct{}), clusters: prev.clusters}
 	if ch.clusters {
 		// Clusters are few: rebuild their map whenever one changes.
-		next.clusters = make(map[federation.ClusterID]*ClusterInfo, len(r.shards))
+		next.clusters = make(map[federation.ClusterID]*federation.ClusterInfo, len(r.shards))
 		for id, s := range r.shards {
 			if s.cluster != nil {
-				next.clusters[id] = &ClusterInfo{
+				next.clusters[id] = &federation.ClusterInfo{
 					ID:          id,
 					Network:     s.network(),
 					TrustDomain: s.cluster.GetTrustDomain(),
@@ -529,7 +529,7 @@ func (r *Registry) publishLocked(ch changeSet) {
 }
 
 // mergeServices re-merges the services with the given keys from every shard.
-func (r *Registry) mergeServices(base *cowMap[*federation.ServiceView], keys map[string]struct{}, out *Changes) cowMap[*federation.ServiceView] {
+func (r *Registry) mergeServices(base *cowMap[*federation.ServiceView], keys map[string]struct{}, out *federation.Changes) cowMap[*federation.ServiceView] {
 	if len(keys) == 0 {
 		return *base
 	}
@@ -560,7 +560,7 @@ func (r *Registry) mergeServices(base *cowMap[*federation.ServiceView], keys map
 }
 
 // tagWorkloads retags one shard's workloads with the given uids.
-func (r *Registry) tagWorkloads(base *cowMap[*federation.TaggedWorkload], id federation.ClusterID, uids map[string]struct{}, out *Changes) cowMap[*federation.TaggedWorkload] {
+func (r *Registry) tagWorkloads(base *cowMap[*federation.TaggedWorkload], id federation.ClusterID, uids map[string]struct{}, out *federation.Changes) cowMap[*federation.TaggedWorkload] {
 	if len(uids) == 0 {
 		return *base
 	}

@@ -6,50 +6,29 @@ import (
 	"slices"
 
 	"github.com/meshfed/meshfed/federation"
-	"github.com/meshfed/meshfed/federation/federationpb"
 )
-
-// ClusterInfo is what the clusterset knows of one cluster.
-type ClusterInfo struct {
-	ID          federation.ClusterID
-	Network     federation.NetworkID
-	TrustDomain string
-	Gateways    []*federationpb.Gateway
-	Connected   bool
-}
-
-// Changes lists what a snapshot changed relative to its predecessor, so
-// that consumers can do incremental work.
-type Changes struct {
-	// Services are the keys (namespace/name) of added, changed or removed services.
-	Services []string
-	// Workloads are the keys (cluster/uid) of added, changed or removed workloads.
-	Workloads []string
-	// Clusters is true when some ClusterInfo changed.
-	Clusters bool
-}
 
 // Snapshot is an immutable, versioned view of the clusterset.
 type Snapshot struct {
 	revision  uint64
-	clusters  map[federation.ClusterID]*ClusterInfo
+	clusters  map[federation.ClusterID]*federation.ClusterInfo
 	services  cowMap[*federation.ServiceView]
 	workloads cowMap[*federation.TaggedWorkload]
-	changes   Changes
+	changes   federation.Changes
 
 	done chan struct{}
 	next *Snapshot // set before done is closed
 }
 
 func emptySnapshot() *Snapshot {
-	return &Snapshot{clusters: map[federation.ClusterID]*ClusterInfo{}, done: make(chan struct{})}
+	return &Snapshot{clusters: map[federation.ClusterID]*federation.ClusterInfo{}, done: make(chan struct{})}
 }
 
 // Revision increases by one with every published snapshot.
 func (s *Snapshot) Revision() uint64 { return s.revision }
 
 // Changes says what changed since the previous revision.
-func (s *Snapshot) Changes() Changes { return s.changes }
+func (s *Snapshot) Changes() federation.Changes { return s.changes }
 
 // Done is closed when a newer snapshot has been published.
 func (s *Snapshot) Done() <-chan struct{} { return s.done }
@@ -65,18 +44,18 @@ func (s *Snapshot) Next() *Snapshot {
 }
 
 // Cluster returns what the clusterset knows of a cluster.
-func (s *Snapshot) Cluster(id federation.ClusterID) (*ClusterInfo, bool) {
+func (s *Snapshot) Cluster(id federation.ClusterID) (*federation.ClusterInfo, bool) {
 	c, ok := s.clusters[id]
 	return c, ok
 }
 
 // Clusters returns every known cluster, sorted by ID.
-func (s *Snapshot) Clusters() []*ClusterInfo {
-	out := make([]*ClusterInfo, 0, len(s.clusters))
+func (s *Snapshot) Clusters() []*federation.ClusterInfo {
+	out := make([]*federation.ClusterInfo, 0, len(s.clusters))
 	for _, c := range s.clusters {
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b *ClusterInfo) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b *federation.ClusterInfo) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -79,3 +79,14 @@ func loadPool(caFile string) (*x509.CertPool, error) {
 	}
 	return pool, nil
 }
+
+// ServerOnlyConfig returns a TLS configuration that presents a key pair
+// (reloaded as in [ServerConfig]) and asks clients for no certificate: for
+// ports such as xDS where clients authenticate otherwise, or not at all.
+func ServerOnlyConfig(certFile, keyFile string, logger *slog.Logger) (*tls.Config, error) {
+	kp, err := loadKeyPair(certFile, keyFile, logger, time.Now)
+	if err != nil {
+		return nil, fmt.Errorf("server TLS config: %w", err)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.getCertificate}, nil
+}

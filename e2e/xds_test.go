@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/xds"
+
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub"
+	"github.com/meshfed/meshfed/internal/echo"
+	"github.com/meshfed/meshfed/spoke/shard"
+)
+
+// xdsFleet is a hub serving xDS, with spokes fed directly through trackers.
+type xdsFleet struct {
+	hub      *hub.Hub
+	trackers map[string]*shard.Tracker
+}
+
+func startXDSFleet(t *testing.T) *xdsFleet {
+	t.Helper()
+	cfg := hub.DefaultConfig()
+	cfg.Insecure = true
+	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	h, err := hub.New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, h.Run)
+	return &xdsFleet{hub: h, trackers: map[string]*shard.Tracker{}}
+}
+
+// backend is a stand-in pod: an echo server on its own loopback address.
+type backend struct {
+	addr string
+	port uint32
+}
+
+func startBackend(t *testing.T, ip, cluster string) backend {
+	t.Helper()
+	lis, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatalf("listen on %s (needs the 127.0.0.0/8 loopback range): %v", ip, err)
+	}
+	runInBackground(t, func(ctx context.Context) error { return echo.Serve(ctx, lis, cluster) })
+	_, port, _ := net.SplitHostPort(lis.Addr().String())
+	p, _ := strconv.Atoi(port)
+	return backend{addr: ip, port: uint32(p)}
+}
+
+// cluster publishes a cluster's echo endpoints through a real uplink.
+func (f *xdsFleet) cluster(t *testing.T, id, network, zone string, gateways []*federationpb.Gateway, backends ...backend) {
+	t.Helper()
+	tr := shard.NewTracker()
+	f.trackers[id] = tr
+	f.setEndpoints(id, network, zone, gateways, backends...)
+	client := federationClient(t, f.hub.FederationAddr().String())
+	runUplink(t, id, tr, (&killableDialer{client: client}).dial)
+}
+
+func (f *xdsFleet) setEndpoints(id, network, zone string, gateways []*federationpb.Gateway, backends ...backend) {
+	eps := make([]*federationpb.Endpoint, 0, len(backends))
+	for _, b := range backends {
+		eps = append(eps, &federationpb.Endpoint{
+			Namespace: "demo", Service: "echo", Address: b.addr, Ready: true, Serving: true,
+			Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: b.port}},
+			Locality: &federationpb.Locality{Region: "r-" + id, Zone: zone},
+		})
+	}
+	f.trackers[id].Update(time.Now(), true, func(w shard.Writer) {
+		w.SetCluster(&federationpb.Cluster{Id: id, Network: network, Gateways: gateways})
+		w.PutService(testService("demo", "echo"))
+		w.SetEndpoints("demo/echo", eps)
+	})
+}
+
+// xdsClient dials xds:///echo.demo.svc.cluster.local:8080 through the hub
+// with grpc-go's own xDS resolver, as a proxy of cluster/network/zone.
+func xdsClient(t *testing.T, xdsAddr, id, cluster, network, region, zone string) healthpb.HealthClient {
+	t.Helper()
+	bootstrap := fmt.Sprintf(`{
+		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["ignore_resource_deletion"]}],
+		"node": {"id": %q, "locality": {"region": %q, "zone": %q}, "metadata": {"CLUSTER_ID": %q, "NETWORK": %q}}
+	}`, xdsAddr, id, region, zone, cluster, network)
+	r, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("xds:///echo.demo.svc.cluster.local:8080", grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return healthpb.NewHealthClient(conn)
+}
+
+// servedBy makes n calls and counts which cluster answered them.
+func servedBy(ctx context.Context, c healthpb.HealthClient, n int) (map[string]int, error) {
+	out := map[string]int{}
+	for range n {
+		var md metadata.MD
+		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.Check(callCtx, &healthpb.HealthCheckRequest{}, grpc.Header(&md), grpc.WaitForReady(true))
+		cancel()
+		if err != nil {
+			return out, err
+		}
+		out[first(md.Get(echo.HeaderKey))]++
+	}
+	return out, nil
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+// eventually calls until every one of n calls is served by want.
+func eventually(t *testing.T, c healthpb.HealthClient, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last map[string]int
+	for time.Now().Before(deadline) {
+		got, err := servedBy(t.Context(), c, 10)
+		if err == nil && got[want] == 10 {
+			return
+		}
+		last = got
+	}
+	t.Fatalf("calls never all went to %s; last round: %v", want, last)
+}
+
+func TestXDSGRPCClientFailsOverAcrossClusters(t *testing.T) {
+	f := startXDSFleet(t)
+	east := []backend{startBackend(t, "127.0.0.31", "east"), startBackend(t, "127.0.0.32", "east")}
+	west := []backend{startBackend(t, "127.0.0.41", "west")}
+	f.cluster(t, "east", "net1", "z-east", nil, east...)
+	f.cluster(t, "west", "net1", "z-west", nil, west...)
+
+	// A client in east's zone prefers east: west is a lower priority.
+	c := xdsClient(t, f.hub.XDSAddr().String(), "client-east", "east", "net1", "r-east", "z-east")
+	eventually(t, c, "east")
+
+	// East's endpoints go: traffic fails over to west.
+	f.setEndpoints("east", "net1", "z-east", nil)
+	eventually(t, c, "west")
+
+	// They come back: traffic returns.
+	f.setEndpoints("east", "net1", "z-east", nil, east...)
+	eventually(t, c, "east")
+
+	proxies := f.hub.XDS().Proxies()
+	if len(proxies) != 1 || proxies[0].Cluster != "east" || proxies[0].Network != "net1" || len(proxies[0].Types) != 4 {
+		t.Errorf("/debug/proxies = %+v, want the one client with its cluster, network and four types", proxies)
+	}
+}
+
+func TestXDSSplitHorizonThroughGateway(t *testing.T) {
+	f := startXDSFleet(t)
+	east := startBackend(t, "127.0.0.33", "east")
+	west := startBackend(t, "127.0.0.43", "west")
+	// West's east-west gateway: a stand-in that answers as the gateway, so
+	// the test sees which address the client was given.
+	gw := startBackend(t, "127.0.0.50", "west-gateway")
+	f.cluster(t, "east", "net-a", "z-east", nil, east)
+	f.cluster(t, "west", "net-b", "z-west", []*federationpb.Gateway{{
+		Address: gw.addr, Port: gw.port, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS,
+	}}, west)
+
+	c := xdsClient(t, f.hub.XDSAddr().String(), "client-a", "east", "net-a", "r-east", "z-east")
+	eventually(t, c, "east")
+	// Without east's endpoints the client reaches west only through its
+	// gateway: it never receives west's pod address.
+	f.setEndpoints("east", "net-a", "z-east", nil)
+	eventually(t, c, "west-gateway")
+}

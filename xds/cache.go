@@ -1,0 +1,354 @@
+package xds
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// entry is one resource, encoded once.
+type entry struct {
+	version string // a hash of the encoding: stable across restarts and replicas
+	any     *anypb.Any
+	res     *discovery.Resource // the delta form, sharing any
+}
+
+// set is the resources of one type for one view ("" for resources every
+// proxy shares).
+type set struct {
+	version string // the state-of-the-world version of the whole set
+	entries map[string]*entry
+}
+
+type setKey struct {
+	typeURL string
+	view    string
+}
+
+type sotwWatch struct {
+	req *cache.Request
+	sub cache.Subscription
+	ch  chan cache.Response
+}
+
+type deltaWatch struct {
+	req *cache.DeltaRequest
+	sub cache.Subscription
+	ch  chan cache.DeltaResponse
+}
+
+// Cache holds encoded resources and the proxies' open watches. It
+// implements go-control-plane's cache.Cache.
+type Cache struct {
+	// viewOf names the EDS view of a request's node; nil means one view.
+	viewOf func(typeURL string, req proto.Message) string
+
+	mu      sync.Mutex
+	sets    map[setKey]*set
+	sotw    map[setKey]map[*sotwWatch]struct{}
+	delta   map[setKey]map[*deltaWatch]struct{}
+	version uint64
+
+	encodes atomic.Int64
+}
+
+var _ cache.Cache = (*Cache)(nil)
+
+// NewCache returns an empty cache. viewOf maps a request (its type and
+// node) to the key of the set that answers it.
+func NewCache(viewOf func(typeURL string, req proto.Message) string) *Cache {
+	return &Cache{
+		viewOf: viewOf,
+		sets:   map[setKey]*set{},
+		sotw:   map[setKey]map[*sotwWatch]struct{}{},
+		delta:  map[setKey]map[*deltaWatch]struct{}{},
+	}
+}
+
+// Encodes counts the resources encoded so far.
+func (c *Cache) Encodes() int64 { return c.encodes.Load() }
+
+// Update encodes upserts, drops removals, and answers the watches of the
+// set that now differ. Upserts whose encoding did not change are no-ops.
+// It reports whether the set changed.
+func (c *Cache) Update(typeURL, view string, upserts map[string]proto.Message, removals []string) (bool, error) {
+	encoded := make(map[string]*entry, len(upserts))
+	for name, m := range upserts {
+		e, err := c.encode(typeURL, name, m)
+		if err != nil {
+			return false, err
+		}
+		encoded[name] = e
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := setKey{typeURL, view}
+	s := c.sets[k]
+	if s == nil {
+		s = &set{entries: map[string]*entry{}}
+		c.sets[k] = s
+	}
+	changed := false
+	for name, e := range encoded {
+		if old, ok := s.entries[name]; !ok || old.version != e.version {
+			s.entries[name] = e
+			changed = true
+		}
+	}
+	for _, name := range removals {
+		if _, ok := s.entries[name]; ok {
+			delete(s.entries, name)
+			changed = true
+		}
+	}
+	if !changed && s.version != "" {
+		return false, nil
+	}
+	c.version++
+	s.version = strconv.FormatUint(c.version, 10)
+	c.notifyLocked(k, s)
+	return true, nil
+}
+
+// DropView forgets a view's set once no proxy uses it.
+func (c *Cache) DropView(typeURL, view string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.sets, setKey{typeURL, view})
+}
+
+// Names returns the names in a set, sorted.
+func (c *Cache) Names(typeURL, view string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sets[setKey{typeURL, view}]
+	if s == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(s.entries))
+}
+
+func (c *Cache) encode(typeURL, name string, m proto.Message) (*entry, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	c.encodes.Add(1)
+	sum := sha256.Sum256(b)
+	a := &anypb.Any{TypeUrl: typeURL, Value: b}
+	v := hex.EncodeToString(sum[:8])
+	return &entry{version: v, any: a, res: &discovery.Resource{Name: name, Version: v, Resource: a}}, nil
+}
+
+func (c *Cache) notifyLocked(k setKey, s *set) {
+	for w := range c.sotw[k] {
+		if resp := sotwResponse(w, s, false); resp != nil {
+			delete(c.sotw[k], w)
+			w.ch <- resp // never blocks: one response per watch, buffered per type
+		}
+	}
+	for w := range c.delta[k] {
+		if resp := deltaResponse(w, s, false); resp != nil {
+			delete(c.delta[k], w)
+			w.ch <- resp
+		}
+	}
+}
+
+func (c *Cache) key(typeURL string, req proto.Message) setKey {
+	view := ""
+	if c.viewOf != nil {
+		view = c.viewOf(typeURL, req)
+	}
+	return setKey{typeURL, view}
+}
+
+// CreateWatch implements cache.ConfigWatcher for state-of-the-world streams.
+func (c *Cache) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan cache.Response) (func(), error) {
+	k := c.key(req.GetTypeUrl(), req)
+	w := &sotwWatch{req: req, sub: sub, ch: ch}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.sets[k]; s != nil {
+		if resp := sotwResponse(w, s, req.GetResponseNonce() == ""); resp != nil {
+			ch <- resp
+			return func() {}, nil
+		}
+	}
+	if c.sotw[k] == nil {
+		c.sotw[k] = map[*sotwWatch]struct{}{}
+	}
+	c.sotw[k][w] = struct{}{}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.sotw[k], w)
+	}, nil
+}
+
+// CreateDeltaWatch implements cache.ConfigWatcher for delta streams.
+func (c *Cache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, ch chan cache.DeltaResponse) (func(), error) {
+	k := c.key(req.GetTypeUrl(), req)
+	w := &deltaWatch{req: req, sub: sub, ch: ch}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sets[k]
+	first := req.GetResponseNonce() == "" && sub.IsWildcard()
+	if s == nil && first {
+		s = &set{} // a wildcard client is answered at once, even with nothing
+	}
+	if s != nil {
+		if resp := deltaResponse(w, s, first); resp != nil {
+			ch <- resp
+			return func() {}, nil
+		}
+	}
+	if c.delta[k] == nil {
+		c.delta[k] = map[*deltaWatch]struct{}{}
+	}
+	c.delta[k][w] = struct{}{}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.delta[k], w)
+	}, nil
+}
+
+// Fetch implements cache.ConfigFetcher; REST polling is not served.
+func (c *Cache) Fetch(context.Context, *cache.Request) (cache.Response, error) {
+	return nil, errors.New("xDS over REST is not served")
+}
+
+// sotwResponse returns the response a state-of-the-world watch needs, or
+// nil when the proxy already has this state. always answers a first
+// request even when the proxy would get nothing.
+func sotwResponse(w *sotwWatch, s *set, always bool) *response {
+	var names []string
+	if w.sub.IsWildcard() {
+		names = slices.Sorted(maps.Keys(s.entries))
+	} else {
+		for name := range w.sub.SubscribedResources() {
+			if _, ok := s.entries[name]; ok {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+	}
+	returned := w.sub.ReturnedResources()
+	same := len(names) == len(returned)
+	for _, n := range names {
+		if returned[n] != s.entries[n].version {
+			same = false
+			break
+		}
+	}
+	if same && !always {
+		return nil
+	}
+	r := &response{req: w.req, version: s.version, returned: make(map[string]string, len(names)), resources: make([]*anypb.Any, 0, len(names))}
+	for _, n := range names {
+		e := s.entries[n]
+		r.resources = append(r.resources, e.any)
+		r.returned[n] = e.version
+	}
+	return r
+}
+
+// deltaResponse returns the changes a delta watch needs, or nil when there
+// are none (and the watch need not be answered anyway).
+func deltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
+	returned := w.sub.ReturnedResources()
+	next := make(map[string]string, len(returned))
+	r := &deltaResp{req: w.req, version: s.version}
+	consider := func(name string) {
+		e, ok := s.entries[name]
+		switch {
+		case ok:
+			next[name] = e.version
+			if returned[name] != e.version {
+				r.resources = append(r.resources, e.res)
+			}
+		default:
+			if _, had := returned[name]; had {
+				r.removed = append(r.removed, name)
+			}
+		}
+	}
+	if w.sub.IsWildcard() {
+		for name := range s.entries {
+			consider(name)
+		}
+		for name := range returned {
+			if _, ok := s.entries[name]; !ok {
+				r.removed = append(r.removed, name)
+			}
+		}
+	} else {
+		for name := range w.sub.SubscribedResources() {
+			consider(name)
+		}
+	}
+	if len(r.resources) == 0 && len(r.removed) == 0 && !always {
+		return nil
+	}
+	slices.SortFunc(r.resources, func(a, b *discovery.Resource) int { return strings.Compare(a.GetName(), b.GetName()) })
+	slices.Sort(r.removed)
+	r.returned = next
+	return r
+}
+
+// response is a state-of-the-world response over shared, encoded resources.
+type response struct {
+	req       *cache.Request
+	version   string
+	resources []*anypb.Any
+	returned  map[string]string
+}
+
+var _ cache.Response = (*response)(nil)
+
+// GetDiscoveryResponse builds a new message each call (the server sets its
+// nonce) over the shared resources.
+func (r *response) GetDiscoveryResponse() (*discovery.DiscoveryResponse, error) {
+	return &discovery.DiscoveryResponse{VersionInfo: r.version, Resources: r.resources, TypeUrl: r.req.GetTypeUrl()}, nil
+}
+func (r *response) GetRequest() *discovery.DiscoveryRequest  { return r.req }
+func (r *response) GetVersion() (string, error)              { return r.version, nil }
+func (r *response) GetResponseVersion() string               { return r.version }
+func (r *response) GetReturnedResources() map[string]string  { return r.returned }
+func (r *response) GetContext() context.Context              { return context.Background() }
+
+// deltaResp is a delta response over shared, encoded resources.
+type deltaResp struct {
+	req       *cache.DeltaRequest
+	version   string
+	resources []*discovery.Resource
+	removed   []string
+	returned  map[string]string
+}
+
+var _ cache.DeltaResponse = (*deltaResp)(nil)
+
+func (r *deltaResp) GetDeltaDiscoveryResponse() (*discovery.DeltaDiscoveryResponse, error) {
+	return &discovery.DeltaDiscoveryResponse{
+		SystemVersionInfo: r.version, Resources: r.resources, RemovedResources: r.removed, TypeUrl: r.req.GetTypeUrl(),
+	}, nil
+}
+func (r *deltaResp) GetDeltaRequest() *discovery.DeltaDiscoveryRequest { return r.req }
+func (r *deltaResp) GetSystemVersion() (string, error)                 { return r.version, nil }
+func (r *deltaResp) GetResponseVersion() string                        { return r.version }
+func (r *deltaResp) GetNextVersionMap() map[string]string              { return r.returned }
+func (r *deltaResp) GetReturnedResources() map[string]string           { return r.returned }
+func (r *deltaResp) GetContext() context.Context                       { return context.Background() }

@@ -1,0 +1,31 @@
+package xds
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	proxies  prometheus.Gauge
+	nacks    *prometheus.CounterVec
+	pushes   prometheus.Counter
+	pushTime prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
+	m := &metrics{
+		proxies: prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshfed_xds_proxies", Help: "Connected xDS streams."}),
+		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshfed_xds_nacks_total", Help: "Responses proxies rejected, per type.",
+		}, []string{"type"}),
+		pushes: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshfed_xds_pushes_total", Help: "Pushes of registry changes."}),
+		pushTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "meshfed_xds_push_seconds", Help: "Time to generate and encode one push.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+	}
+	encodes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "meshfed_xds_resource_encodes_total", Help: "Resources encoded (once per version and view, never per proxy).",
+	}, func() float64 { return float64(s.cache.Encodes()) })
+	if reg != nil {
+		reg.MustRegister(m.proxies, m.nacks, m.pushes, m.pushTime, encodes)
+	}
+	return m
+}

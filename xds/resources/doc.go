@@ -1,0 +1,31 @@
+// Package resources translates clusterset services into xDS resources for
+// Envoy sidecars and proxyless gRPC clients: one CDS cluster, one LDS
+// api_listener and one RDS route configuration per (hostname, port) of a
+// service, and per-view EDS load assignments.
+//
+// Everything here is a pure function of its arguments: no I/O, no clock, no
+// goroutines. Inputs are read, never modified. Outputs are fresh messages
+// that may share immutable sub-messages (such as endpoint metadata) with
+// each other; callers treat them as read-only.
+//
+// Names follow Istio: the cluster, the route configuration and the EDS
+// resource of port p of host h are all "outbound|p||h"; the listener is
+// "h:p".
+//
+// A ClusterLoadAssignment depends only on the service, the gateways and the
+// proxy's View (network and locality), so proxies with equal Views share
+// it. Every assignment obeys the rules of grpc-go's xDS client, which NACKs
+// a whole resource for one violation:
+//   - every LocalityLbEndpoints has a locality and a load_balancing_weight
+//     equal to the sum of its endpoints' weights, which are all >= 1;
+//   - the sum of all weights stays below 2^31, so no locality or priority
+//     sum overflows uint32;
+//   - no address:port appears twice, and no locality appears twice (each
+//     locality has one entry, hence one priority);
+//   - priorities are contiguous from 0;
+//   - endpoints on another network than the proxy's never appear: they are
+//     replaced by that network's east-west gateways, or dropped when it has
+//     none;
+//   - the order of localities and endpoints is deterministic, so equal
+//     inputs give byte-equal resources.
+package resources

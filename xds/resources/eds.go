@@ -1,0 +1,404 @@
+package resources
+
+import (
+	"cmp"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// MetadataNamespace is the filter_metadata key under which every
+// lb_endpoint carries {cluster, network}: where the endpoint lives, or for a
+// gateway, the network it leads to.
+const MetadataNamespace = "meshfed"
+
+// Proximity ranks of a locality relative to the proxy's, before priorities
+// are renumbered to be contiguous.
+const (
+	sameZone = iota
+	sameRegion
+	elsewhere
+	numRanks
+)
+
+// maxTotalWeight bounds the sum of all weights in one assignment. Envoy and
+// grpc-go reject a locality or priority whose weights sum past MaxUint32;
+// staying below 2^31 keeps every such sum valid with room to spare.
+const maxTotalWeight = 1<<31 - 1
+
+// LoadAssignment is the EDS resource of one (hostname, port) of s for
+// proxies with the given view. gateways are the east-west gateways by
+// network, as GatewaysByNetwork returns them.
+//
+// Endpoints on the view's network are sent as they are; an empty network is
+// the default network and equals only itself. Endpoints on another network
+// are replaced by that network's gateways (see addGateways), or dropped when
+// it has none. Localities get priorities by proximity to the view's
+// locality: same zone (and subzone, when the view has one) first, then same
+// region, then the rest; a view without a region prefers nothing. The
+// result satisfies every invariant in the package doc.
+func LoadAssignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *endpointv3.ClusterLoadAssignment {
+	b := builder{view: view, groups: make(map[Locality]*group), seen: make(map[netip.AddrPort]bool)}
+	remote := make(map[federation.NetworkID]*remoteNetwork)
+	for _, c := range s.Clusters {
+		for _, ep := range c.Endpoints {
+			health, ok := healthOf(ep.Endpoint)
+			if !ok {
+				continue
+			}
+			target, ok := endpointPort(ep.Endpoint, port)
+			if !ok {
+				continue
+			}
+			loc := localityOf(ep.GetLocality())
+			if ep.Network != view.Network {
+				r := remote[ep.Network]
+				if r == nil {
+					r = &remoteNetwork{}
+					remote[ep.Network] = r
+				}
+				r.tally(health).add(loc, b.rank(loc))
+				continue
+			}
+			b.addEndpoint(ep, target, health, loc)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(remote)) {
+		b.addGateways(n, remote[n], gateways[n])
+	}
+	return &endpointv3.ClusterLoadAssignment{
+		ClusterName: ClusterName(port.GetPort(), hostname),
+		Endpoints:   b.build(),
+	}
+}
+
+// builder accumulates the lb_endpoints of one assignment by locality.
+type builder struct {
+	view   View
+	groups map[Locality]*group
+	// seen holds every address:port placed so far: grpc-go NACKs an
+	// assignment that repeats one anywhere in it.
+	seen map[netip.AddrPort]bool
+	// units counts the endpoints the assignment stands for: each local
+	// endpoint, and each remote one represented by a gateway.
+	units uint64
+	// shares counts gateway entries, each of which may round its weight up
+	// by less than 1.
+	shares uint64
+	// lcm is the least common multiple of the gateway counts used (capped
+	// at maxTotalWeight+1): scaling every weight by it splits each
+	// network's weight exactly.
+	lcm uint64
+}
+
+// group is one locality's entries.
+type group struct {
+	locality Locality
+	rank     int
+	entries  []entry
+}
+
+// entry is one lb_endpoint before weights are known. Its weight is
+// ceil(units*scale/share): a pod has 1 unit and share 1; a gateway carries
+// its network's units, split across share gateways.
+type entry struct {
+	address      string
+	port         uint32
+	health       corev3.HealthStatus
+	meta         metaKey
+	units, share uint64
+}
+
+type metaKey struct {
+	cluster federation.ClusterID
+	network federation.NetworkID
+}
+
+// remoteNetwork tallies the endpoints of a network other than the view's.
+type remoteNetwork struct{ healthy, draining tally }
+
+func (r *remoteNetwork) tally(h corev3.HealthStatus) *tally {
+	if h == corev3.HealthStatus_HEALTHY {
+		return &r.healthy
+	}
+	return &r.draining
+}
+
+// tally counts endpoints and remembers the best locality among them:
+// closest to the view, then smallest.
+type tally struct {
+	count uint64
+	best  Locality
+	rank  int
+}
+
+func (t *tally) add(l Locality, rank int) {
+	if t.count == 0 || rank < t.rank || rank == t.rank && compareLocality(l, t.best) < 0 {
+		t.best, t.rank = l, rank
+	}
+	t.count++
+}
+
+// rank is the proximity of an endpoint locality to the view's. Each level
+// counts only when the view has it: a proxy that does not know its zone
+// treats its whole region as near, and one that does not know its region
+// has no preference at all (rather than preferring unlabelled endpoints).
+func (b *builder) rank(l Locality) int {
+	v := b.view.Locality
+	switch {
+	case v.Region == "":
+		return sameZone
+	case l.Region != v.Region:
+		return elsewhere
+	case v.Zone == "":
+		return sameZone
+	case l.Zone != v.Zone:
+		return sameRegion
+	case v.Subzone != "" && l.Subzone != v.Subzone:
+		return sameRegion
+	default:
+		return sameZone
+	}
+}
+
+func (b *builder) group(l Locality) *group {
+	g := b.groups[l]
+	if g == nil {
+		g = &group{locality: l, rank: b.rank(l)}
+		b.groups[l] = g
+	}
+	return g
+}
+
+// addEndpoint adds an endpoint on the view's network.
+func (b *builder) addEndpoint(ep federation.TaggedEndpoint, port uint32, health corev3.HealthStatus, loc Locality) {
+	addr, err := netip.ParseAddr(ep.GetAddress())
+	if err != nil || addr.Zone() != "" {
+		return // Validation admits only plain IPs; never emit what Envoy cannot connect to.
+	}
+	ap := netip.AddrPortFrom(addr, uint16(port))
+	if b.seen[ap] {
+		// Two clusters on one network with overlapping pod ranges. Keep the
+		// first (clusters are sorted by ID) rather than NACK the whole
+		// assignment.
+		return
+	}
+	b.seen[ap] = true
+	g := b.group(loc)
+	g.entries = append(g.entries, entry{
+		address: ep.GetAddress(),
+		port:    port,
+		health:  health,
+		meta:    metaKey{cluster: ep.Cluster, network: ep.Network},
+		units:   1,
+		share:   1,
+	})
+	b.units++
+}
+
+// addGateways adds the gateways that stand for network n's endpoints.
+//
+// Unlike Istio, which puts gateway entries into every locality group of the
+// endpoints they replace, all of n's gateways go into ONE group: the
+// locality of n's endpoint nearest to the view (ties: the smallest
+// locality). grpc-go NACKs an assignment that repeats an address, so a
+// gateway can appear only once. The gateways carry the weight of n's
+// healthy endpoints, split evenly; when n has only draining endpoints, they
+// carry those and are DRAINING themselves.
+func (b *builder) addGateways(n federation.NetworkID, r *remoteNetwork, gateways []*federationpb.Gateway) {
+	t, health := &r.healthy, corev3.HealthStatus_HEALTHY
+	if t.count == 0 {
+		t, health = &r.draining, corev3.HealthStatus_DRAINING
+	}
+	usable := make([]*federationpb.Gateway, 0, len(gateways))
+	for _, gw := range gateways {
+		// EDS entries must be IPs: Envoy resolves DNS names only for
+		// STRICT_DNS/LOGICAL_DNS clusters, never inside an EDS assignment,
+		// and grpc-go does not resolve them either. A DNS-named gateway
+		// would need its own cluster type; skip it for now.
+		addr, err := netip.ParseAddr(gw.GetAddress())
+		if err != nil || addr.Zone() != "" || gw.GetPort() == 0 || gw.GetPort() > 65535 {
+			continue
+		}
+		ap := netip.AddrPortFrom(addr, uint16(gw.GetPort()))
+		if b.seen[ap] {
+			continue
+		}
+		b.seen[ap] = true
+		usable = append(usable, gw)
+	}
+	if len(usable) == 0 {
+		return // No way into n: its endpoints are unreachable from this view.
+	}
+	g := b.group(t.best)
+	share := uint64(len(usable))
+	for _, gw := range usable {
+		g.entries = append(g.entries, entry{
+			address: gw.GetAddress(),
+			port:    gw.GetPort(),
+			health:  health,
+			// The gateway's cluster is not known here (one gateway may be
+			// reported by several clusters of n).
+			meta:  metaKey{network: n},
+			units: t.count,
+			share: share,
+		})
+	}
+	b.units += t.count
+	b.shares += share
+	b.lcm = lcmCapped(max(b.lcm, 1), share)
+}
+
+// build turns the groups into LocalityLbEndpoints: ordered by priority and
+// locality, endpoints by address and port, weights scaled.
+func (b *builder) build() []*endpointv3.LocalityLbEndpoints {
+	if len(b.groups) == 0 {
+		return nil
+	}
+	scale := b.scale()
+
+	// Renumber the ranks in use to contiguous priorities from 0.
+	var used [numRanks]bool
+	for _, g := range b.groups {
+		used[g.rank] = true
+	}
+	var priority [numRanks]uint32
+	next := uint32(0)
+	for r := range numRanks {
+		priority[r] = next
+		if used[r] {
+			next++
+		}
+	}
+
+	groups := slices.SortedFunc(maps.Values(b.groups), func(a, b *group) int {
+		return cmp.Or(cmp.Compare(a.rank, b.rank), compareLocality(a.locality, b.locality))
+	})
+	metas := make(map[metaKey]*corev3.Metadata)
+	out := make([]*endpointv3.LocalityLbEndpoints, 0, len(groups))
+	for _, g := range groups {
+		slices.SortFunc(g.entries, func(a, b entry) int {
+			return cmp.Or(strings.Compare(a.address, b.address), cmp.Compare(a.port, b.port))
+		})
+		lbs := make([]*endpointv3.LbEndpoint, 0, len(g.entries))
+		var sum uint64
+		for _, e := range g.entries {
+			w := (e.units*scale + e.share - 1) / e.share
+			sum += w
+			meta := metas[e.meta]
+			if meta == nil {
+				meta = metadata(e.meta)
+				metas[e.meta] = meta
+			}
+			lbs = append(lbs, lbEndpoint(e, uint32(w), meta))
+		}
+		out = append(out, &endpointv3.LocalityLbEndpoints{
+			Locality: &corev3.Locality{
+				Region:  g.locality.Region,
+				Zone:    g.locality.Zone,
+				SubZone: g.locality.Subzone,
+			},
+			LbEndpoints:         lbs,
+			LoadBalancingWeight: wrapperspb.UInt32(uint32(sum)),
+			Priority:            priority[g.rank],
+		})
+	}
+	return out
+}
+
+// scale is the factor every weight is multiplied by: the LCM of the gateway
+// counts, so that each network's weight splits exactly, unless that would
+// push the total past maxTotalWeight; then the largest factor that fits
+// (gateway weights are rounded up, hence the room left for shares).
+func (b *builder) scale() uint64 {
+	if b.lcm <= 1 || b.units == 0 {
+		return 1
+	}
+	limit := uint64(1)
+	if maxTotalWeight > b.shares {
+		limit = max((maxTotalWeight-b.shares)/b.units, 1)
+	}
+	return min(b.lcm, limit)
+}
+
+// lcmCapped returns lcm(a, b), or maxTotalWeight+1 if it is larger: no
+// scale above maxTotalWeight can be used anyway, and capping keeps the
+// product from overflowing.
+func lcmCapped(a, b uint64) uint64 {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return min(a/x*b, maxTotalWeight+1)
+}
+
+func lbEndpoint(e entry, weight uint32, meta *corev3.Metadata) *endpointv3.LbEndpoint {
+	return &endpointv3.LbEndpoint{
+		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Protocol:      corev3.SocketAddress_TCP,
+				Address:       e.address,
+				PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: e.port},
+			}}},
+		}},
+		HealthStatus:        e.health,
+		Metadata:            meta,
+		LoadBalancingWeight: wrapperspb.UInt32(weight),
+	}
+}
+
+func metadata(k metaKey) *corev3.Metadata {
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		MetadataNamespace: {Fields: map[string]*structpb.Value{
+			"cluster": structpb.NewStringValue(string(k.cluster)),
+			"network": structpb.NewStringValue(string(k.network)),
+		}},
+	}}
+}
+
+// healthOf says whether and how an endpoint is sent: ready ones HEALTHY;
+// terminating ones that still serve DRAINING, so that Envoy lets their
+// requests finish (grpc-go ignores them); everything else not at all.
+// Terminating wins over a contradictory ready flag.
+func healthOf(ep *federationpb.Endpoint) (corev3.HealthStatus, bool) {
+	switch {
+	case ep.GetTerminating():
+		return corev3.HealthStatus_DRAINING, ep.GetServing() || ep.GetReady()
+	case ep.GetReady():
+		return corev3.HealthStatus_HEALTHY, true
+	default:
+		return corev3.HealthStatus_UNKNOWN, false
+	}
+}
+
+// endpointPort is the endpoint's own (target) port for service port sp: the
+// port of the same name, or, for an unnamed service port, the endpoint's
+// only port. Ports are matched by name because a merged service's port
+// numbers may map to different target ports in each cluster.
+func endpointPort(ep *federationpb.Endpoint, sp *federationpb.ServicePort) (uint32, bool) {
+	ports := ep.GetPorts()
+	var match *federationpb.EndpointPort
+	for _, p := range ports {
+		if p.GetName() == sp.GetName() {
+			match = p
+			break
+		}
+	}
+	if match == nil && sp.GetName() == "" && len(ports) == 1 {
+		match = ports[0]
+	}
+	if match == nil || normalProtocol(match.GetProtocol()) != normalProtocol(sp.GetProtocol()) ||
+		match.GetPort() == 0 || match.GetPort() > 65535 {
+		return 0, false
+	}
+	return match.GetPort(), true
+}

@@ -1,0 +1,135 @@
+package resources
+
+import (
+	"testing"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+func decodeHCM(t *testing.T, l *listenerv3.Listener) *hcmv3.HttpConnectionManager {
+	t.Helper()
+	hcm := &hcmv3.HttpConnectionManager{}
+	if err := l.GetApiListener().GetApiListener().UnmarshalTo(hcm); err != nil {
+		t.Fatalf("listener %s: %v", l.GetName(), err)
+	}
+	return hcm
+}
+
+func TestNames(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{ClusterName(8080, "echo.demo.svc.cluster.local"), "outbound|8080||echo.demo.svc.cluster.local"},
+		{ClusterName(65535, "a.b"), "outbound|65535||a.b"},
+		{ListenerName("echo.demo.svc.cluster.local", 8080), "echo.demo.svc.cluster.local:8080"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestHostnames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    *federation.ServiceView
+		want []string
+	}{
+		{"cluster-local only", &federation.ServiceView{Hostname: "a.ns.svc.cluster.local"}, []string{"a.ns.svc.cluster.local"}},
+		{"mcs", &federation.ServiceView{Hostname: "a.ns.svc.cluster.local", ClustersetHostname: "a.ns.svc.clusterset.local"}, []string{"a.ns.svc.cluster.local", "a.ns.svc.clusterset.local"}},
+		{"same twice", &federation.ServiceView{Hostname: "a.ns.svc.clusterset.local", ClustersetHostname: "a.ns.svc.clusterset.local"}, []string{"a.ns.svc.clusterset.local"}},
+		{"none", &federation.ServiceView{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Hostnames(tc.s)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPorts(t *testing.T) {
+	s := &federation.ServiceView{Ports: []*federationpb.ServicePort{
+		{Name: "dns", Protocol: udp, Port: 53},
+		{Name: "http", Port: 80}, // unspecified: TCP
+		{Name: "sctp", Protocol: federationpb.Protocol_PROTOCOL_SCTP, Port: 90},
+		{Name: "grpc", Protocol: tcp, Port: 8080},
+		{Name: "grpc-sctp", Protocol: federationpb.Protocol_PROTOCOL_SCTP, Port: 8080},
+	}}
+	var got []string
+	for _, p := range Ports(s) {
+		got = append(got, p.GetName())
+	}
+	if diff := cmp.Diff([]string{"http", "grpc"}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestViewKey(t *testing.T) {
+	views := []View{
+		{},
+		view("n1", "", "", ""),
+		view("n1", "r1", "z1", ""),
+		view("n1", "r1", "z1", "s1"),
+		view("n1/r1", "z1", "s1", ""), // a "/" must not collide with the separator
+		view("n1", "r1/z1", "s1", ""),
+	}
+	seen := map[string]View{}
+	for _, v := range views {
+		k := v.Key()
+		if prev, ok := seen[k]; ok {
+			t.Errorf("%+v and %+v share key %q", prev, v, k)
+		}
+		seen[k] = v
+		if v.Key() != k {
+			t.Errorf("%+v: key is not stable", v)
+		}
+	}
+	if got := view("net-a", "us-east1", "us-east1-b", "").Key(); got != "net-a/us-east1/us-east1-b/" {
+		t.Errorf("readable key: got %q", got)
+	}
+}
+
+func TestGatewaysByNetwork(t *testing.T) {
+	clusters := []*federation.ClusterInfo{
+		cluster("east", "net-east",
+			gateway("192.0.2.2", 15443, tls),
+			gateway("192.0.2.1", 15443, tls),
+			gateway("192.0.2.1", 15008, hbon),
+			onNetwork(gateway("192.0.2.9", 15443, tls), "net-edge"),
+		),
+		// A second cluster of net-east reports the same gateway.
+		cluster("east2", "net-east", gateway("192.0.2.1", 15443, tls), gateway("gw.east.example.com", 15443, tls)),
+		cluster("west", "net-west", gateway("192.0.2.20", 15008, hbon)),
+		nil,
+	}
+	for _, tc := range []struct {
+		name     string
+		protocol federationpb.GatewayProtocol
+		want     map[federation.NetworkID][]string
+	}{
+		{"tls", tls, map[federation.NetworkID][]string{
+			"net-east": {"192.0.2.1:15443", "192.0.2.2:15443", "gw.east.example.com:15443"},
+			"net-edge": {"192.0.2.9:15443"},
+		}},
+		{"hbone", hbon, map[federation.NetworkID][]string{
+			"net-east": {"192.0.2.1:15008"},
+			"net-west": {"192.0.2.20:15008"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := map[federation.NetworkID][]string{}
+			for n, gws := range GatewaysByNetwork(clusters, tc.protocol) {
+				for _, g := range gws {
+					got[n] = append(got[n], ListenerName(g.GetAddress(), g.GetPort()))
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,128 @@
+package resources
+
+import (
+	"fmt"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meshfed/meshfed/federation"
+)
+
+// connectTimeout bounds TCP connects to an endpoint. Envoy's default is 5s
+// too, but grpc-go and some Envoy versions treat an unset value
+// differently, so it is spelled out.
+const connectTimeout = 5 * time.Second
+
+// routerFilterName is the well-known name of Envoy's router filter; gRPC
+// requires a terminal filter last in http_filters.
+const routerFilterName = "envoy.filters.http.router"
+
+// Clusters returns one CDS cluster per (hostname, port) of s, in the order
+// of Hostnames and Ports. Each is an EDS cluster fed over ADS, the only
+// kinds grpc-go accepts; headless services are no exception, since
+// proxyless clients balance across the pod IPs themselves.
+func Clusters(s *federation.ServiceView) []*clusterv3.Cluster {
+	var out []*clusterv3.Cluster
+	for _, h := range Hostnames(s) {
+		for _, p := range Ports(s) {
+			name := ClusterName(p.GetPort(), h)
+			out = append(out, &clusterv3.Cluster{
+				Name:                 name,
+				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+				EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
+					EdsConfig:   adsConfigSource(),
+					ServiceName: name,
+				},
+				LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
+				ConnectTimeout: durationpb.New(connectTimeout),
+			})
+		}
+	}
+	return out
+}
+
+// Listeners returns one api_listener per (hostname, port) of s: an HTTP
+// connection manager that fetches its routes over ADS (RDS) from the route
+// configuration of the same (hostname, port).
+func Listeners(s *federation.ServiceView) []*listenerv3.Listener {
+	var out []*listenerv3.Listener
+	for _, h := range Hostnames(s) {
+		for _, p := range Ports(s) {
+			name := ListenerName(h, p.GetPort())
+			hcm := &hcmv3.HttpConnectionManager{
+				StatPrefix: name,
+				RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+					ConfigSource:    adsConfigSource(),
+					RouteConfigName: ClusterName(p.GetPort(), h),
+				}},
+				HttpFilters: []*hcmv3.HttpFilter{{
+					Name:       routerFilterName,
+					ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})},
+				}},
+			}
+			out = append(out, &listenerv3.Listener{
+				Name:        name,
+				ApiListener: &listenerv3.ApiListener{ApiListener: mustAny(hcm)},
+			})
+		}
+	}
+	return out
+}
+
+// Routes returns one route configuration per (hostname, port) of s, named
+// like the cluster: one virtual host matching "<host>:<port>" (the
+// authority a gRPC client sends) and "<host>", routing everything to the
+// cluster.
+func Routes(s *federation.ServiceView) []*routev3.RouteConfiguration {
+	var out []*routev3.RouteConfiguration
+	for _, h := range Hostnames(s) {
+		for _, p := range Ports(s) {
+			name := ClusterName(p.GetPort(), h)
+			out = append(out, &routev3.RouteConfiguration{
+				Name: name,
+				VirtualHosts: []*routev3.VirtualHost{{
+					Name:    ListenerName(h, p.GetPort()),
+					Domains: []string{ListenerName(h, p.GetPort()), h},
+					Routes: []*routev3.Route{{
+						Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+						Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+							ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name},
+						}},
+					}},
+				}},
+			})
+		}
+	}
+	return out
+}
+
+// adsConfigSource says "over the same ADS stream", the only config source
+// grpc-go accepts besides "self".
+func adsConfigSource() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+	}
+}
+
+// mustAny wraps m in an Any. Marshaling fails only for invalid UTF-8 in a
+// string field or a message over 2 GiB. The messages wrapped here are small
+// and hold only names built from service hostnames, which reached the hub
+// through protobuf decoding (valid UTF-8) and validation (DNS names), so a
+// failure is a bug.
+func mustAny(m proto.Message) *anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(fmt.Sprintf("resources: wrapping %T: %v", m, err))
+	}
+	return a
+}

@@ -1,0 +1,340 @@
+package xds
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	gcpconfig "github.com/envoyproxy/go-control-plane/pkg/server/config"
+	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/xds/resources"
+)
+
+// Config configures the xDS server.
+type Config struct {
+	// Addr is where proxies connect.
+	Addr string
+	// PushInterval is the adaptive debounce: a change after a quiet period
+	// is pushed at once; changes closer together than this coalesce into
+	// one push per interval.
+	PushInterval time.Duration
+	// TLS, when set, secures the xDS port.
+	TLS *tls.Config
+	// MaxMessageBytes bounds messages in both directions.
+	MaxMessageBytes int
+}
+
+// Server serves the registry to proxies over ADS.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	cache   *Cache
+	metrics *metrics
+	lis     net.Listener
+	grpc    *grpc.Server
+
+	clusters atomic.Pointer[[]*federation.ClusterInfo] // of the last pushed snapshot
+
+	mu      sync.Mutex
+	proxies map[streamID]*proxyState
+	nodes   map[*core.Node]string // node → EDS view key
+	views   map[string]*viewState
+	wake    chan struct{} // the push loop has views to build or drop
+
+	// Owned by the push loop.
+	generated map[string]*generatedNames // service key → names it produced
+	built     map[string]resources.View  // views whose EDS is built
+	gateways  map[federation.NetworkID][]*federationpb.Gateway
+	networks  map[federation.ClusterID]federation.NetworkID
+}
+
+type generatedNames struct {
+	clusters  []string // also the route and EDS names
+	listeners []string
+}
+
+type viewState struct {
+	view resources.View
+	refs int
+}
+
+// New returns a server listening on cfg.Addr.
+func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
+	if cfg.PushInterval <= 0 {
+		cfg.PushInterval = 10 * time.Millisecond
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 16 << 20
+	}
+	s := &Server{
+		cfg:       cfg,
+		log:       log,
+		proxies:   map[streamID]*proxyState{},
+		nodes:     map[*core.Node]string{},
+		views:     map[string]*viewState{},
+		wake:      make(chan struct{}, 1),
+		generated: map[string]*generatedNames{},
+		built:     map[string]resources.View{},
+	}
+	s.cache = NewCache(s.viewOf)
+	s.metrics = newMetrics(reg, s)
+	lis, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("xds listener: %w", err)
+	}
+	s.lis = lis
+	return s, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
+
+// Cache exposes the server's cache (for benchmarks and debugging).
+func (s *Server) Cache() *Cache { return s.cache }
+
+// Run serves proxies and pushes every registry change from initial on,
+// until ctx ends.
+func (s *Server) Run(ctx context.Context, initial Snapshot) error {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(s.cfg.MaxMessageBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if s.cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS)))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	// grpc-go's clients never mean "everything" by an empty EDS or RDS
+	// request; Envoy's LDS/CDS and ztunnel do.
+	srv := gcpserver.NewServer(ctx, s.cache, s.callbacks(),
+		gcpconfig.DeactivateLegacyWildcardForTypes([]string{resourcev3.EndpointType, resourcev3.RouteType}))
+	discovery.RegisterAggregatedDiscoveryServiceServer(s.grpc, srv)
+
+	s.push(initial, nil, true)
+	errc := make(chan error, 1)
+	go func() { errc <- s.grpc.Serve(s.lis) }()
+	s.log.Info("xds serving", "addr", s.Addr().String(), "tls", s.cfg.TLS != nil)
+	s.loop(ctx, initial)
+	s.grpc.Stop()
+	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("xds server: %w", err)
+	}
+	return nil
+}
+
+// loop pushes registry changes, coalescing those that come faster than
+// PushInterval, and builds the EDS of views proxies start to use.
+func (s *Server) loop(ctx context.Context, snap Snapshot) {
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+			s.syncViews(snap)
+			continue
+		case <-snap.Done():
+		}
+		if wait := s.cfg.PushInterval - time.Since(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		changed := map[string]struct{}{}
+		clusters := false
+		for next := snap.Next(); next != nil; next = snap.Next() {
+			snap = next
+			ch := snap.Changes()
+			for _, k := range ch.Services {
+				changed[k] = struct{}{}
+			}
+			clusters = clusters || ch.Clusters
+		}
+		start := time.Now()
+		s.push(snap, changed, clusters)
+		last = time.Now()
+		s.metrics.pushes.Inc()
+		s.metrics.pushTime.Observe(last.Sub(start).Seconds())
+	}
+}
+
+// push regenerates what changed. all regenerates everything.
+func (s *Server) push(snap Snapshot, changed map[string]struct{}, all bool) {
+	clusters := snap.Clusters()
+	s.clusters.Store(&clusters)
+	gateways := resources.GatewaysByNetwork(clusters, federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
+	networks := map[federation.ClusterID]federation.NetworkID{}
+	for _, c := range clusters {
+		networks[c.ID] = c.Network
+	}
+	allEDS := all || !maps.EqualFunc(gateways, s.gateways, func(a, b []*federationpb.Gateway) bool {
+		return slices.EqualFunc(a, b, func(x, y *federationpb.Gateway) bool { return proto.Equal(x, y) })
+	}) || !maps.Equal(networks, s.networks)
+	s.gateways, s.networks = gateways, networks
+
+	if all {
+		changed = map[string]struct{}{}
+		for k := range s.generated {
+			changed[k] = struct{}{}
+		}
+		for _, v := range snap.Services() {
+			changed[v.Key] = struct{}{}
+		}
+	}
+	shared := map[string]map[string]proto.Message{
+		resourcev3.ClusterType: {}, resourcev3.ListenerType: {}, resourcev3.RouteType: {},
+	}
+	removed := map[string][]string{}
+	for key := range changed {
+		v, ok := snap.Service(key)
+		old := s.generated[key]
+		now := &generatedNames{}
+		if ok {
+			for _, c := range resources.Clusters(v) {
+				shared[resourcev3.ClusterType][c.GetName()] = c
+				now.clusters = append(now.clusters, c.GetName())
+			}
+			for _, l := range resources.Listeners(v) {
+				shared[resourcev3.ListenerType][l.GetName()] = l
+				now.listeners = append(now.listeners, l.GetName())
+			}
+			for _, r := range resources.Routes(v) {
+				shared[resourcev3.RouteType][r.GetName()] = r
+			}
+			s.generated[key] = now
+		} else {
+			delete(s.generated, key)
+		}
+		if old != nil {
+			gone := without(old.clusters, now.clusters)
+			removed[resourcev3.ClusterType] = append(removed[resourcev3.ClusterType], gone...)
+			removed[resourcev3.RouteType] = append(removed[resourcev3.RouteType], gone...)
+			removed[resourcev3.EndpointType] = append(removed[resourcev3.EndpointType], gone...)
+			removed[resourcev3.ListenerType] = append(removed[resourcev3.ListenerType], without(old.listeners, now.listeners)...)
+		}
+	}
+	// Clusters before endpoints, listeners before routes: the order Envoy
+	// wants to avoid dropping traffic.
+	for _, typ := range []string{resourcev3.ClusterType, resourcev3.ListenerType, resourcev3.RouteType} {
+		s.update(typ, "", shared[typ], removed[typ])
+	}
+	edsKeys := changed
+	if allEDS {
+		edsKeys = map[string]struct{}{}
+		for k := range s.generated {
+			edsKeys[k] = struct{}{}
+		}
+	}
+	for key, view := range s.built {
+		s.update(resourcev3.EndpointType, key, s.loadAssignments(snap, edsKeys, view), removed[resourcev3.EndpointType])
+	}
+}
+
+func (s *Server) update(typ, view string, upserts map[string]proto.Message, removals []string) {
+	if len(upserts) == 0 && len(removals) == 0 {
+		if _, err := s.cache.Update(typ, view, nil, nil); err != nil { // make sure the set exists
+			s.log.Error("xds update failed", "type", typ, "err", err)
+		}
+		return
+	}
+	if _, err := s.cache.Update(typ, view, upserts, removals); err != nil {
+		s.log.Error("xds update failed", "type", typ, "view", view, "err", err)
+	}
+}
+
+func (s *Server) loadAssignments(snap Snapshot, keys map[string]struct{}, view resources.View) map[string]proto.Message {
+	out := map[string]proto.Message{}
+	for key := range keys {
+		v, ok := snap.Service(key)
+		if !ok {
+			continue
+		}
+		for _, host := range resources.Hostnames(v) {
+			for _, p := range v.Ports {
+				cla := resources.LoadAssignment(v, host, p, view, s.gateways)
+				out[cla.GetClusterName()] = cla
+			}
+		}
+	}
+	return out
+}
+
+// syncViews builds the EDS of new views and drops unused ones.
+func (s *Server) syncViews(snap Snapshot) {
+	s.mu.Lock()
+	want := map[string]resources.View{}
+	for k, v := range s.views {
+		want[k] = v.view
+	}
+	s.mu.Unlock()
+	for k := range s.built {
+		if _, ok := want[k]; !ok {
+			delete(s.built, k)
+			s.cache.DropView(resourcev3.EndpointType, k)
+		}
+	}
+	keys := map[string]struct{}{}
+	for k := range s.generated {
+		keys[k] = struct{}{}
+	}
+	for k, v := range want {
+		if _, ok := s.built[k]; ok {
+			continue
+		}
+		s.built[k] = v
+		s.update(resourcev3.EndpointType, k, s.loadAssignments(snap, keys, v), nil)
+	}
+}
+
+// without returns the names in a that are not in b.
+func without(a, b []string) []string {
+	var out []string
+	for _, n := range a {
+		if !slices.Contains(b, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// viewOf maps a request to the set that answers it: EDS by the proxy's
+// view, everything else shared.
+func (s *Server) viewOf(typeURL string, req proto.Message) string {
+	if typeURL != resourcev3.EndpointType {
+		return ""
+	}
+	var node *core.Node
+	switch r := req.(type) {
+	case *discovery.DiscoveryRequest:
+		node = r.GetNode()
+	case *discovery.DeltaDiscoveryRequest:
+		node = r.GetNode()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nodes[node]
+}
