@@ -324,11 +324,11 @@ var _ cache.Response = (*response)(nil)
 func (r *response) GetDiscoveryResponse() (*discovery.DiscoveryResponse, error) {
 	return &discovery.DiscoveryResponse{VersionInfo: r.version, Resources: r.resources, TypeUrl: r.req.GetTypeUrl()}, nil
 }
-func (r *response) GetRequest() *discovery.DiscoveryRequest  { return r.req }
-func (r *response) GetVersion() (string, error)              { return r.version, nil }
-func (r *response) GetResponseVersion() string               { return r.version }
-func (r *response) GetReturnedResources() map[string]string  { return r.returned }
-func (r *response) GetContext() context.Context              { return context.Background() }
+func (r *response) GetRequest() *discovery.DiscoveryRequest { return r.req }
+func (r *response) GetVersion() (string, error)             { return r.version, nil }
+func (r *response) GetResponseVersion() string              { return r.version }
+func (r *response) GetReturnedResources() map[string]string { return r.returned }
+func (r *response) GetContext() context.Context             { return context.Background() }
 
 // deltaResp is a delta response over shared, encoded resources.
 type deltaResp struct {

@@ -154,13 +154,13 @@ func (s *Server) signal() {
 
 // ProxyStatus is one entry of /debug/proxies.
 type ProxyStatus struct {
-	ID          string                `json:"id"`
-	Cluster     string                `json:"cluster,omitempty"`
-	Network     string                `json:"network,omitempty"`
-	Locality    string                `json:"locality,omitempty"`
-	Delta       bool                  `json:"delta"`
-	ConnectedAt time.Time             `json:"connectedAt"`
-	Types       map[string]typeState  `json:"types"`
+	ID          string               `json:"id"`
+	Cluster     string               `json:"cluster,omitempty"`
+	Network     string               `json:"network,omitempty"`
+	Locality    string               `json:"locality,omitempty"`
+	Delta       bool                 `json:"delta"`
+	ConnectedAt time.Time            `json:"connectedAt"`
+	Types       map[string]typeState `json:"types"`
 }
 
 // Proxies returns the connected proxies, sorted by ID.

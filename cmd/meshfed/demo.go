@@ -20,16 +20,21 @@ import (
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/echo"
 	"github.com/meshfed/meshfed/internal/pki"
+	"github.com/meshfed/meshfed/internal/tcpproxy"
 	"github.com/meshfed/meshfed/spoke"
 )
 
 var demoClusters = []struct{ id, network string }{{"east", "network-east"}, {"west", "network-west"}}
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "client" {
+		return runDemoClient(ctx, args[1:], stdout, stderr)
+	}
 	fset := newFlagSet("demo", stderr)
 	dir := fset.String("dir", "", "working directory for the manifests and certificates (default: a new temporary one)")
 	fedAddr := fset.String("federation-addr", "127.0.0.1:9443", "the hub's federation address")
 	debugAddr := fset.String("debug-addr", "127.0.0.1:8080", "the hub's debug address")
+	xdsAddr := fset.String("xds-addr", "127.0.0.1:15010", "the hub's xDS address")
 	var lf logFlags
 	lf.add(fset)
 	lf.level = "warn"
@@ -58,7 +63,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 
 	hcfg := hub.DefaultConfig()
-	hcfg.FederationAddr, hcfg.DebugAddr, hcfg.ID = *fedAddr, *debugAddr, "demo-hub"
+	hcfg.FederationAddr, hcfg.DebugAddr, hcfg.XDSAddr, hcfg.ID = *fedAddr, *debugAddr, *xdsAddr, "demo-hub"
 	hcfg.CertFile, hcfg.KeyFile, hcfg.CAFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key"), filepath.Join(certs, "ca.crt")
 	h, err := hub.New(hcfg, log.With("process", "hub"))
 	if err != nil {
@@ -79,13 +84,22 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		g.Go(func() error { return s.Run(ctx) })
+		var pods []string
 		for _, ip := range demo.EchoBackends()[c.id] {
-			lis, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(demo.EchoPort)))
+			addr := net.JoinHostPort(ip, strconv.Itoa(demo.EchoPort))
+			lis, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("echo backend of %s (this demo needs the loopback range 127.0.0.0/8): %w", c.id, err)
 			}
 			g.Go(func() error { return echo.Serve(ctx, lis, c.id) })
+			pods = append(pods, addr)
 		}
+		// The cluster's east-west gateway: other networks reach its pods here.
+		gw, err := net.Listen("tcp", net.JoinHostPort(demo.Gateways()[c.id], strconv.Itoa(demo.GatewayPort)))
+		if err != nil {
+			return fmt.Errorf("east-west gateway of %s: %w", c.id, err)
+		}
+		g.Go(func() error { return tcpproxy.Serve(ctx, gw, pods) })
 	}
 
 	g.Go(func() error {
@@ -144,21 +158,28 @@ func printDemo(w io.Writer, dir string, h *hub.Hub) {
 	debugAddr := h.DebugAddr().String()
 	fmt.Fprintf(w, `meshfed demo is running.
 
-  hub          federation %s (mTLS), debug http://%s
+  hub          federation %s (mTLS), xds %s, debug http://%s
   spoke east   network network-east, manifests %s
   spoke west   network network-west, manifests %s
   echo pods    gRPC health on port %d of %v (east) and %v (west),
                each reply carrying the header x-meshfed-cluster
+  gateways     east-west gateways (L4 forwarders) on %v:%d
   certificates %s
 
 Look at it:
   meshfed status --debug-addr %s
   curl -s http://%s/debug/services
+  curl -s http://%s/debug/proxies
 
-Edit the manifests while it runs (for example, delete an address from
-%s/echo.yaml) and watch the hub follow. Ctrl-C stops it.
-`, h.FederationAddr(), debugAddr,
+Call echo as a proxyless gRPC client in east, through the hub's xDS alone:
+  meshfed demo client --xds-addr %s
+
+Edit the manifests while it runs (for example, delete both addresses from
+%s/echo.yaml): the client's calls move to west (through west's gateway),
+and come back when you restore them. Ctrl-C stops it.
+`, h.FederationAddr(), h.XDSAddr(), debugAddr,
 		filepath.Join(dir, "east"), filepath.Join(dir, "west"),
 		demo.EchoPort, demo.EchoBackends()["east"], demo.EchoBackends()["west"],
-		filepath.Join(dir, "certs"), debugAddr, debugAddr, filepath.Join(dir, "east"))
+		[]string{demo.Gateways()["east"], demo.Gateways()["west"]}, demo.GatewayPort,
+		filepath.Join(dir, "certs"), debugAddr, debugAddr, debugAddr, h.XDSAddr(), filepath.Join(dir, "east"))
 }

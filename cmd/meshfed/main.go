@@ -23,6 +23,7 @@ Usage:
   meshfed spoke   [flags]   run a spoke: federate one cluster to the hub
   meshfed status  [flags]   show the clusters a hub knows
   meshfed demo    [flags]   run a hub and two spokes (east, west) on loopback
+  meshfed demo client       call the demo's echo through the hub's xDS, printing who answers
   meshfed certs   [flags]   mint a throwaway CA and hub/cluster certificates
   meshfed version           print the version
 

@@ -18,3 +18,13 @@ func EchoBackends() map[string][]string {
 		"west": {"127.0.0.21", "127.0.0.22"},
 	}
 }
+
+// GatewayPort is the east-west gateways' mTLS port, where the demo runs a
+// stand-in gateway that forwards to the cluster's echo backends.
+const GatewayPort = 15443
+
+// Gateways returns, per cluster, the load-balancer IP of its east-west
+// gateway Service. The caller owns the returned map.
+func Gateways() map[string]string {
+	return map[string]string{"east": "127.0.0.100", "west": "127.0.0.200"}
+}

@@ -214,7 +214,10 @@ func TestConsistent(t *testing.T) {
 				t.Errorf("gateway ports (-want +got):\n%s", diff)
 			}
 			if gw.Spec.Type != corev1.ServiceTypeLoadBalancer || len(gw.Status.LoadBalancer.Ingress) != 1 {
-				t.Errorf("gateway: type %s with %d ingress addresses, want a LoadBalancer with one", gw.Spec.Type, len(gw.Status.LoadBalancer.Ingress))
+				t.Fatalf("gateway: type %s with %d ingress addresses, want a LoadBalancer with one", gw.Spec.Type, len(gw.Status.LoadBalancer.Ingress))
+			}
+			if got, want := gw.Status.LoadBalancer.Ingress[0].IP, demo.Gateways()[name]; got != want {
+				t.Errorf("gateway address %s, want %s (Gateways)", got, want)
 			}
 		})
 	}

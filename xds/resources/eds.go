@@ -47,7 +47,7 @@ const maxTotalWeight = 1<<31 - 1
 // region, then the rest; a view without a region prefers nothing. The
 // result satisfies every invariant in the package doc.
 func LoadAssignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *endpointv3.ClusterLoadAssignment {
-	b := builder{view: view, groups: make(map[Locality]*group), seen: make(map[netip.AddrPort]bool)}
+	b := builder{view: view, groups: make(map[Locality]*group), seen: make(map[netip.AddrPort]bool, s.EndpointCount())}
 	remote := make(map[federation.NetworkID]*remoteNetwork)
 	for _, c := range s.Clusters {
 		for _, ep := range c.Endpoints {
@@ -283,13 +283,19 @@ func (b *builder) build() []*endpointv3.LocalityLbEndpoints {
 	groups := slices.SortedFunc(maps.Values(b.groups), func(a, b *group) int {
 		return cmp.Or(cmp.Compare(a.rank, b.rank), compareLocality(a.locality, b.locality))
 	})
+	n := 0
+	for _, g := range groups {
+		n += len(g.entries)
+	}
+	slab := newSlab(n)
+	all := make([]*endpointv3.LbEndpoint, 0, n)
 	metas := make(map[metaKey]*corev3.Metadata)
 	out := make([]*endpointv3.LocalityLbEndpoints, 0, len(groups))
 	for _, g := range groups {
 		slices.SortFunc(g.entries, func(a, b entry) int {
 			return cmp.Or(strings.Compare(a.address, b.address), cmp.Compare(a.port, b.port))
 		})
-		lbs := make([]*endpointv3.LbEndpoint, 0, len(g.entries))
+		start := len(all)
 		var sum uint64
 		for _, e := range g.entries {
 			w := (e.units*scale + e.share - 1) / e.share
@@ -299,8 +305,9 @@ func (b *builder) build() []*endpointv3.LocalityLbEndpoints {
 				meta = metadata(e.meta)
 				metas[e.meta] = meta
 			}
-			lbs = append(lbs, lbEndpoint(e, uint32(w), meta))
+			all = append(all, slab.lbEndpoint(len(all), e, uint32(w), meta))
 		}
+		lbs := all[start:len(all):len(all)]
 		out = append(out, &endpointv3.LocalityLbEndpoints{
 			Locality: &corev3.Locality{
 				Region:  g.locality.Region,
@@ -341,19 +348,53 @@ func lcmCapped(a, b uint64) uint64 {
 	return min(a/x*b, maxTotalWeight+1)
 }
 
-func lbEndpoint(e entry, weight uint32, meta *corev3.Metadata) *endpointv3.LbEndpoint {
-	return &endpointv3.LbEndpoint{
-		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-				Protocol:      corev3.SocketAddress_TCP,
-				Address:       e.address,
-				PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: e.port},
-			}}},
-		}},
-		HealthStatus:        e.health,
-		Metadata:            meta,
-		LoadBalancingWeight: wrapperspb.UInt32(weight),
+// slab holds the messages of n lb_endpoints, allocated together: one
+// lb_endpoint is eight small objects, and allocating them one by one was
+// most of the cost of a large assignment. The messages are built in place
+// and never copied. The slab lives as long as any of its endpoints, which
+// is as long as the assignment.
+type slab struct {
+	lb      []endpointv3.LbEndpoint
+	host    []endpointv3.LbEndpoint_Endpoint
+	ep      []endpointv3.Endpoint
+	addr    []corev3.Address
+	sockets []corev3.Address_SocketAddress
+	sa      []corev3.SocketAddress
+	port    []corev3.SocketAddress_PortValue
+	weight  []wrapperspb.UInt32Value
+}
+
+func newSlab(n int) *slab {
+	return &slab{
+		lb:      make([]endpointv3.LbEndpoint, n),
+		host:    make([]endpointv3.LbEndpoint_Endpoint, n),
+		ep:      make([]endpointv3.Endpoint, n),
+		addr:    make([]corev3.Address, n),
+		sockets: make([]corev3.Address_SocketAddress, n),
+		sa:      make([]corev3.SocketAddress, n),
+		port:    make([]corev3.SocketAddress_PortValue, n),
+		weight:  make([]wrapperspb.UInt32Value, n),
 	}
+}
+
+// lbEndpoint builds the i-th lb_endpoint: e's address, health and weight.
+func (s *slab) lbEndpoint(i int, e entry, weight uint32, meta *corev3.Metadata) *endpointv3.LbEndpoint {
+	s.port[i].PortValue = e.port
+	sa := &s.sa[i]
+	sa.Protocol = corev3.SocketAddress_TCP
+	sa.Address = e.address
+	sa.PortSpecifier = &s.port[i]
+	s.sockets[i].SocketAddress = sa
+	s.addr[i].Address = &s.sockets[i]
+	s.ep[i].Address = &s.addr[i]
+	s.host[i].Endpoint = &s.ep[i]
+	s.weight[i].Value = weight
+	lb := &s.lb[i]
+	lb.HostIdentifier = &s.host[i]
+	lb.HealthStatus = e.health
+	lb.Metadata = meta
+	lb.LoadBalancingWeight = &s.weight[i]
+	return lb
 }
 
 func metadata(k metaKey) *corev3.Metadata {

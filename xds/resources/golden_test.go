@@ -129,6 +129,7 @@ func goldenCases() []goldenCase {
 				{"west-z3", view("net-west", "r2", "z3", "")},
 			},
 			check: func(t *testing.T, out *output) {
+				t.Helper()
 				east := out.find(t, "east-z1", echo8080)
 				assertNoAddressIn(t, east, "10.2.0.0/16") // west's pods, never seen from east
 				got := weights(east)
@@ -159,6 +160,7 @@ func goldenCases() []goldenCase {
 			clusters: []*federation.ClusterInfo{cluster("east", "net-east"), cluster("west", "net-west", gateway("192.0.2.12", 15008, hbon))},
 			views:    []namedView{{"east", view("net-east", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
+				t.Helper()
 				if diff := cmp.Diff(map[string]uint32{"10.1.0.1:9090": 1}, weights(out.find(t, "east", echo8080))); diff != "" {
 					t.Errorf("weights (-want +got):\n%s", diff)
 				}
@@ -180,6 +182,7 @@ func goldenCases() []goldenCase {
 				{"no-locality", view("net-1", "", "", "")},
 			},
 			check: func(t *testing.T, out *output) {
+				t.Helper()
 				for view, want := range map[string]map[string]uint32{
 					"zone-z1":     {"10.0.0.1": 0, "10.0.0.2": 0, "10.0.0.3": 1, "10.0.0.4": 2},
 					"subzone-sz1": {"10.0.0.1": 0, "10.0.0.2": 1, "10.0.0.3": 1, "10.0.0.4": 2},
@@ -215,6 +218,7 @@ func goldenCases() []goldenCase {
 			clusters: []*federation.ClusterInfo{cluster("east", "net-1"), cluster("west", "net-1")},
 			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
+				t.Helper()
 				var names []string
 				for _, c := range out.clusters {
 					names = append(names, c.GetName())
@@ -244,6 +248,7 @@ func goldenCases() []goldenCase {
 			clusters: []*federation.ClusterInfo{cluster("east", "net-east"), cluster("west", "net-west", gateway("192.0.2.10", 15443, tls))},
 			views:    []namedView{{"east", view("net-east", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
+				t.Helper()
 				if diff := cmp.Diff(map[string]string{
 					"10.1.0.1:9090":    "HEALTHY",
 					"10.1.0.3:9090":    "DRAINING",
@@ -264,6 +269,7 @@ func goldenCases() []goldenCase {
 			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
 			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
+				t.Helper()
 				if diff := cmp.Diff(map[string]uint32{"10.1.0.1:9090": 1}, weights(out.find(t, "z1", echo8080))); diff != "" {
 					t.Errorf("weights (-want +got):\n%s", diff)
 				}
@@ -282,6 +288,7 @@ func goldenCases() []goldenCase {
 			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
 			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
+				t.Helper()
 				if diff := cmp.Diff(map[string]uint32{"10.1.0.1:8000": 1, "10.1.0.2:8001": 1}, weights(out.find(t, "z1", "outbound|80||"+echoHost))); diff != "" {
 					t.Errorf("weights (-want +got):\n%s", diff)
 				}
@@ -305,6 +312,7 @@ func goldenCases() []goldenCase {
 			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
 			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
+				t.Helper()
 				var names []string
 				for _, l := range out.listeners {
 					names = append(names, l.GetName())
@@ -331,6 +339,7 @@ func goldenCases() []goldenCase {
 				{"edge", view("net-edge", "r1", "z2", "")},
 			},
 			check: func(t *testing.T, out *output) {
+				t.Helper()
 				if diff := cmp.Diff(map[string]uint32{"10.1.0.1:9090": 1, "192.0.2.9:15443": 1}, weights(out.find(t, "east", echo8080))); diff != "" {
 					t.Errorf("east weights (-want +got):\n%s", diff)
 				}

@@ -1,0 +1,70 @@
+{{/*
+Chart name, overridable with nameOverride.
+*/}}
+{{- define "meshfed-spoke.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full resource name: fullnameOverride, or the release name when it already
+contains the chart name, or <release>-<chart>. Truncated to 63 characters
+(the DNS label limit of some name fields).
+*/}}
+{{- define "meshfed-spoke.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version, for the helm.sh/chart label.
+*/}}
+{{- define "meshfed-spoke.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels on every object.
+*/}}
+{{- define "meshfed-spoke.labels" -}}
+helm.sh/chart: {{ include "meshfed-spoke.chart" . }}
+{{ include "meshfed-spoke.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: spoke
+app.kubernetes.io/part-of: meshfed
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/*
+Selector labels: stable across upgrades, so never the version.
+*/}}
+{{- define "meshfed-spoke.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "meshfed-spoke.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+ServiceAccount name.
+*/}}
+{{- define "meshfed-spoke.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "meshfed-spoke.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+Image reference; the tag defaults to the chart's appVersion.
+*/}}
+{{- define "meshfed-spoke.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
