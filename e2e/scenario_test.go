@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -185,6 +186,24 @@ func TestScenarioTwoFileSpokes(t *testing.T) {
 	if len(services.Services) != 2 {
 		t.Errorf("/debug/services lists %d services, want 2 (echo, payments)", len(services.Services))
 	}
+}
+
+func getText(t *testing.T, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func getJSON(t *testing.T, url string, v any) {

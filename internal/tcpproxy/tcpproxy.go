@@ -42,13 +42,13 @@ func Serve(ctx context.Context, lis net.Listener, backends []string) error {
 }
 
 func forward(ctx context.Context, client net.Conn, backend string) {
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	d := net.Dialer{Timeout: 5 * time.Second}
 	server, err := d.DialContext(ctx, "tcp", backend)
 	if err != nil {
 		return
 	}
-	defer server.Close()
+	defer func() { _ = server.Close() }()
 	// Closing both ends on cancel unblocks the copies.
 	stop := context.AfterFunc(ctx, func() {
 		_ = client.Close()

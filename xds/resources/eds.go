@@ -170,7 +170,7 @@ func (b *builder) rank(l Locality) int {
 	}
 }
 
-func (b *builder) group(l Locality) *group {
+func (b *builder) groupOf(l Locality) *group {
 	g := b.groups[l]
 	if g == nil {
 		g = &group{locality: l, rank: b.rank(l)}
@@ -193,7 +193,7 @@ func (b *builder) addEndpoint(ep federation.TaggedEndpoint, port uint32, health 
 		return
 	}
 	b.seen[ap] = true
-	g := b.group(loc)
+	g := b.groupOf(loc)
 	g.entries = append(g.entries, entry{
 		address: ep.GetAddress(),
 		port:    port,
@@ -239,7 +239,7 @@ func (b *builder) addGateways(n federation.NetworkID, r *remoteNetwork, gateways
 	if len(usable) == 0 {
 		return // No way into n: its endpoints are unreachable from this view.
 	}
-	g := b.group(t.best)
+	g := b.groupOf(t.best)
 	share := uint64(len(usable))
 	for _, gw := range usable {
 		g.entries = append(g.entries, entry{

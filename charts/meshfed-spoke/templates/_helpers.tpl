@@ -68,3 +68,35 @@ Image reference; the tag defaults to the chart's appVersion.
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+
+{{/*
+clusterID, checked: required, and a DNS label as the spoke demands.
+*/}}
+{{- define "meshfed-spoke.clusterID" -}}
+{{- $id := required "clusterID is required: set it to this cluster's ID (a DNS label, unique in the clusterset, matching the spoke certificate's spiffe://<trustDomain>/meshfed/cluster/<clusterID>), e.g. --set clusterID=east" .Values.clusterID }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" $id) }}
+{{- fail (printf "clusterID %q is not a DNS label (lower-case letters, digits and '-', at most 63 characters)" $id) }}
+{{- end }}
+{{- $id }}
+{{- end }}
+
+{{/*
+hub.address, checked: required, and host:port.
+*/}}
+{{- define "meshfed-spoke.hubAddress" -}}
+{{- $addr := required "hub.address is required: set it to the hub's federation address, host:port, e.g. --set hub.address=hub.example.com:9443" .Values.hub.address }}
+{{- if not (regexMatch "^[^\\s/]+:[0-9]{1,5}$" $addr) }}
+{{- fail (printf "hub.address %q is not host:port" $addr) }}
+{{- end }}
+{{- $addr }}
+{{- end }}
+
+{{/*
+export, checked: "exported" or "all".
+*/}}
+{{- define "meshfed-spoke.export" -}}
+{{- if not (has .Values.export (list "exported" "all")) }}
+{{- fail (printf "export %q: want \"exported\" or \"all\"" .Values.export) }}
+{{- end }}
+{{- .Values.export }}
+{{- end }}

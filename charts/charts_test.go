@@ -1,0 +1,514 @@
+// Package charts_test lints and renders the Helm charts with the helm pinned
+// in tools/go.mod, compares the output with golden files and checks
+// invariants of the rendered objects.
+//
+// Refresh the golden files with: go test ./charts -update
+package charts_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshfed/meshfed/hub"
+	"github.com/meshfed/meshfed/spoke"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the rendered charts")
+
+const (
+	namespace = "meshfed"
+	image     = "meshfed/meshfed:0.1.0" // image.repository and the charts' appVersion
+	tlsDir    = "/etc/meshfed/tls"
+)
+
+type renderCase struct {
+	name    string // testdata/<name>.values.yaml, testdata/<name>.golden
+	chart   string // directory under charts/, also the release name
+	wantErr string // when set, helm template must fail with this in its error
+	check   func(t *testing.T, r rendered)
+}
+
+func TestCharts(t *testing.T) {
+	h := newHelm(t)
+	cases := []renderCase{
+		{name: "hub-defaults", chart: "meshfed-hub", check: checkHubDefaults},
+		{name: "hub-ha-xds", chart: "meshfed-hub", check: checkHubHAXDS},
+		{name: "hub-loopback-debug", chart: "meshfed-hub", wantErr: `debug.host "127.0.0.1" is loopback-only`},
+		{name: "spoke", chart: "meshfed-spoke", check: checkSpoke},
+		{
+			name: "spoke-missing-cluster-id", chart: "meshfed-spoke",
+			wantErr: "clusterID is required: set it to this cluster's ID",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			values := filepath.Join("testdata", c.name+".values.yaml")
+			if c.wantErr == "" {
+				// --strict fails on lint warnings too.
+				if out, err := h.run(t, "lint", "--strict", "--namespace", namespace, "--values", values, c.chart); err != nil {
+					t.Fatalf("helm lint --strict %s: %v\n%s", c.chart, err, out)
+				}
+			}
+			out, err := h.run(t, "template", c.chart, c.chart, "--namespace", namespace, "--values", values)
+			if c.wantErr != "" {
+				if err == nil {
+					t.Fatalf("helm template succeeded; want an error containing %q", c.wantErr)
+				}
+				if !strings.Contains(out, c.wantErr) {
+					t.Fatalf("helm template failed with\n%s\nwant an error containing %q", out, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, out)
+			}
+			compareGolden(t, filepath.Join("testdata", c.name+".golden"), out)
+			r := parse(t, out)
+			checkCommon(t, r)
+			c.check(t, r)
+		})
+	}
+}
+
+// helm runs the helm binary that tools/go.mod pins.
+type helm struct {
+	path, dir string
+	env       []string
+}
+
+// newHelm builds helm through `go tool` (the build cache keeps the binary, so
+// only the first run after a change of tools/go.mod builds it) and returns a
+// runner that calls it directly from charts/, with its state in a temporary
+// directory.
+func newHelm(t *testing.T) helm {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	modfile := filepath.Join(root, "tools", "go.mod")
+	if _, err := os.Stat(modfile); err != nil {
+		t.Fatalf("tools/go.mod not found from the test's directory: %v", err)
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command builds helm: %v", err)
+	}
+	// -n prints the cached executable's path instead of running it, after
+	// building it when needed.
+	cmd := exec.CommandContext(t.Context(), gobin, "tool", "-modfile="+modfile, "-n", "helm")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go tool -modfile=tools/go.mod -n helm: %v\n%s", err, stderr.Bytes())
+	}
+	path := strings.TrimSpace(string(out))
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("go tool -n helm printed %q: %v", path, err)
+	}
+
+	home := t.TempDir()
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "HELM_") })
+	env = append(env,
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"),
+	)
+	return helm{path: path, dir: filepath.Join(root, "charts"), env: env}
+}
+
+// run returns helm's stdout, followed by its stderr when it fails.
+func (h helm) run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), h.path, args...)
+	cmd.Dir, cmd.Env = h.dir, h.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String() + stderr.String(), err
+	}
+	return stdout.String(), nil
+}
+
+func compareGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s is missing: run go test ./charts -update", path)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n")); diff != "" {
+		t.Errorf("rendered chart differs from %s (-want +got); if the change is intended, run go test ./charts -update:\n%s", path, diff)
+	}
+}
+
+// rendered holds a chart's objects, decoded strictly into the Kubernetes API
+// types (an unknown or misspelled field fails the test).
+type rendered struct {
+	deployments  []appsv1.Deployment
+	services     []corev1.Service
+	accounts     []corev1.ServiceAccount
+	pdbs         []policyv1.PodDisruptionBudget
+	clusterRoles []rbacv1.ClusterRole
+	bindings     []rbacv1.ClusterRoleBinding
+	// objects is every object's metadata, and sources the template each
+	// came from, by "<kind>/<name>".
+	objects []metav1.Object
+	sources map[string]string
+}
+
+var (
+	docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
+	sourceLine   = regexp.MustCompile(`(?m)^# Source: (\S+)$`)
+)
+
+func parse(t *testing.T, out string) rendered {
+	t.Helper()
+	r := rendered{sources: map[string]string{}}
+	for _, doc := range docSeparator.Split(out, -1) {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("not YAML: %v\n%s", err, doc)
+		}
+		if meta.Kind == "" {
+			continue // comments only
+		}
+		var obj metav1.Object
+		switch meta.Kind {
+		case "Deployment":
+			obj = decode(t, doc, &r.deployments)
+		case "Service":
+			obj = decode(t, doc, &r.services)
+		case "ServiceAccount":
+			obj = decode(t, doc, &r.accounts)
+		case "PodDisruptionBudget":
+			obj = decode(t, doc, &r.pdbs)
+		case "ClusterRole":
+			obj = decode(t, doc, &r.clusterRoles)
+		case "ClusterRoleBinding":
+			obj = decode(t, doc, &r.bindings)
+		default:
+			t.Fatalf("unexpected kind %s (add it to parse):\n%s", meta.Kind, doc)
+		}
+		r.objects = append(r.objects, obj)
+		if m := sourceLine.FindStringSubmatch(doc); m != nil {
+			r.sources[meta.Kind+"/"+obj.GetName()] = m[1]
+		}
+	}
+	return r
+}
+
+// decode appends doc, decoded strictly, to list and returns a copy of it.
+func decode[T any, PT interface {
+	*T
+	metav1.Object
+}](t *testing.T, doc string, list *[]T) metav1.Object {
+	t.Helper()
+	var v T
+	if err := yaml.UnmarshalStrict([]byte(doc), &v); err != nil {
+		t.Fatalf("decoding %T: %v\n%s", v, err, doc)
+	}
+	*list = append(*list, v)
+	return PT(&v)
+}
+
+// checkCommon asserts what holds for every rendering of both charts.
+func checkCommon(t *testing.T, r rendered) {
+	t.Helper()
+	for _, o := range r.objects {
+		for _, k := range []string{
+			"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+			"app.kubernetes.io/component", "app.kubernetes.io/part-of", "app.kubernetes.io/managed-by", "helm.sh/chart",
+		} {
+			if o.GetLabels()[k] == "" {
+				t.Errorf("%s: no label %s", o.GetName(), k)
+			}
+		}
+	}
+	if len(r.deployments) != 1 {
+		t.Fatalf("got %d Deployments, want 1", len(r.deployments))
+	}
+	for _, d := range r.deployments {
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+			t.Errorf("Deployment %s: selector %s does not match its pod labels %v", d.Name, sel, d.Spec.Template.Labels)
+		}
+		pod := d.Spec.Template.Spec
+		if psc := pod.SecurityContext; psc == nil || !isTrue(psc.RunAsNonRoot) ||
+			psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("Deployment %s: pod securityContext %+v, want runAsNonRoot and seccomp RuntimeDefault", d.Name, psc)
+		}
+		for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
+			sc := c.SecurityContext
+			if sc == nil || !isTrue(sc.RunAsNonRoot) || !isTrue(sc.ReadOnlyRootFilesystem) ||
+				sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+				t.Errorf("container %s: securityContext %+v, want runAsNonRoot, readOnlyRootFilesystem, no privilege escalation, drop ALL", c.Name, sc)
+			}
+			if c.Image != image {
+				t.Errorf("container %s: image %q, want %q (no registry host, tag = appVersion)", c.Name, c.Image, image)
+			}
+			if c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Memory().IsZero() {
+				t.Errorf("container %s: no memory request or limit", c.Name)
+			}
+			mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+				return m.MountPath == tlsDir && m.ReadOnly && m.SubPath == ""
+			})
+			if !mounted {
+				t.Errorf("container %s: the TLS Secret is not mounted read-only at %s without subPath", c.Name, tlsDir)
+			}
+		}
+	}
+	for _, s := range r.services {
+		sel := labels.SelectorFromSet(s.Spec.Selector)
+		if !sel.Matches(labels.Set(r.deployments[0].Spec.Template.Labels)) {
+			t.Errorf("Service %s: selector %v does not select the pods", s.Name, s.Spec.Selector)
+		}
+		for _, p := range s.Spec.Ports {
+			if p.Name == "debug" || p.TargetPort.StrVal == "debug" {
+				t.Errorf("Service %s exposes the debug port", s.Name)
+			}
+		}
+	}
+}
+
+func checkHubDefaults(t *testing.T, r rendered) {
+	t.Helper()
+	d := r.deployments[0]
+	if got := *d.Spec.Replicas; got != 1 {
+		t.Errorf("replicas %d, want 1", got)
+	}
+	if len(r.pdbs) != 0 {
+		t.Errorf("a PodDisruptionBudget with one replica")
+	}
+	if len(r.clusterRoles)+len(r.bindings) != 0 {
+		t.Errorf("the hub needs no RBAC")
+	}
+	if len(r.accounts) != 1 || !isFalse(r.accounts[0].AutomountServiceAccountToken) ||
+		!isFalse(d.Spec.Template.Spec.AutomountServiceAccountToken) {
+		t.Errorf("the hub's ServiceAccount token is mounted")
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	flags := hubFlags(t, c.Args)
+	wantFlags := map[string]string{
+		"federation-addr": ":9443",
+		"xds-addr":        "", // off
+		"debug-addr":      ":8080",
+		"tls-cert":        tlsDir + "/tls.crt",
+		"tls-key":         tlsDir + "/tls.key",
+		"tls-ca":          tlsDir + "/ca.crt",
+		"trust-domain":    "cluster.local",
+	}
+	checkFlags(t, flags, wantFlags)
+	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "debug": 8080})
+	checkServicePorts(t, r.services, map[string]int32{"federation": 9443})
+	for _, p := range []struct {
+		probe *corev1.Probe
+		path  string
+	}{{c.LivenessProbe, "/healthz"}, {c.ReadinessProbe, "/readyz"}} {
+		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.StrVal != "debug" {
+			t.Errorf("probe %+v, want GET %s on port debug", p.probe, p.path)
+		}
+	}
+}
+
+func checkHubHAXDS(t *testing.T, r rendered) {
+	t.Helper()
+	d := r.deployments[0]
+	if got := *d.Spec.Replicas; got != 3 {
+		t.Errorf("replicas %d, want 3", got)
+	}
+	if len(r.pdbs) != 1 {
+		t.Fatalf("got %d PodDisruptionBudgets, want 1", len(r.pdbs))
+	}
+	sel, err := metav1.LabelSelectorAsSelector(r.pdbs[0].Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("PodDisruptionBudget selector %s does not select the hub pods", sel)
+	}
+	if mu := r.pdbs[0].Spec.MaxUnavailable; mu == nil || mu.IntValue() != 1 {
+		t.Errorf("PodDisruptionBudget maxUnavailable %v, want 1", mu)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	checkFlags(t, hubFlags(t, c.Args), map[string]string{"xds-addr": ":15010", "debug-addr": ":8080"})
+	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "xds": 15010, "debug": 8080})
+	checkServicePorts(t, r.services, map[string]int32{"federation": 9443, "xds": 15010})
+	want := map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
+	if diff := cmp.Diff(want, d.Spec.Template.Annotations); diff != "" {
+		t.Errorf("pod annotations (-want +got):\n%s", diff)
+	}
+}
+
+// spokeRules is every permission the spoke may have.
+var spokeRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"services", "pods", "nodes", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports/status"}, Verbs: []string{"get", "update", "patch"}},
+}
+
+func checkSpoke(t *testing.T, r rendered) {
+	t.Helper()
+	if len(r.clusterRoles) != 1 || len(r.bindings) != 1 || len(r.accounts) != 1 {
+		t.Fatalf("got %d ClusterRoles, %d ClusterRoleBindings and %d ServiceAccounts, want one each",
+			len(r.clusterRoles), len(r.bindings), len(r.accounts))
+	}
+	role, binding, sa := r.clusterRoles[0], r.bindings[0], r.accounts[0]
+	if diff := cmp.Diff(spokeRules, role.Rules); diff != "" {
+		t.Errorf("spoke ClusterRole rules (-want +got):\n%s", diff)
+	}
+	for _, key := range []string{"ClusterRole/" + role.Name, "ClusterRoleBinding/" + binding.Name} {
+		if src := r.sources[key]; src != "meshfed-spoke/templates/clusterrole.yaml" {
+			t.Errorf("%s comes from %q, want templates/clusterrole.yaml", key, src)
+		}
+	}
+	wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}
+	wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: namespace}}
+	if diff := cmp.Diff(wantRef, binding.RoleRef); diff != "" {
+		t.Errorf("roleRef (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantSubjects, binding.Subjects); diff != "" {
+		t.Errorf("subjects (-want +got):\n%s", diff)
+	}
+
+	d := r.deployments[0]
+	pod := d.Spec.Template.Spec
+	if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("replicas %d, strategy %s: want exactly one spoke, also during upgrades", *d.Spec.Replicas, d.Spec.Strategy.Type)
+	}
+	if pod.ServiceAccountName != sa.Name || isFalse(pod.AutomountServiceAccountToken) {
+		t.Errorf("the spoke does not run with its ServiceAccount's token")
+	}
+	if len(r.services) != 0 {
+		t.Errorf("the spoke only dials out; got a Service")
+	}
+	c := pod.Containers[0]
+	if c.LivenessProbe != nil || c.ReadinessProbe != nil || len(c.Ports) != 0 {
+		t.Errorf("the spoke has no debug server: want no probes and no ports")
+	}
+	checkFlags(t, spokeFlags(t, c.Args), map[string]string{
+		"cluster-id": "east",
+		"network":    "network-east",
+		"hub":        "hub.example.com:9443",
+		"tls-cert":   tlsDir + "/tls.crt",
+		"tls-key":    tlsDir + "/tls.key",
+		"tls-ca":     tlsDir + "/ca.crt",
+		"export":     "exported",
+	})
+}
+
+// hubFlags parses args as `meshfed hub` does and validates the result, so the
+// chart cannot pass a flag the hub lacks.
+func hubFlags(t *testing.T, args []string) *flag.FlagSet {
+	t.Helper()
+	cfg := hub.DefaultConfig()
+	fs := commandFlags(t, "hub", args, cfg.AddFlags)
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("hub config from the chart: %v", err)
+	}
+	return fs
+}
+
+// spokeFlags parses args as `meshfed spoke` does. It does not validate: the
+// spoke still requires --manifests until its Kubernetes source lands.
+func spokeFlags(t *testing.T, args []string) *flag.FlagSet {
+	t.Helper()
+	cfg := spoke.DefaultConfig()
+	return commandFlags(t, "spoke", args, cfg.AddFlags)
+}
+
+func commandFlags(t *testing.T, command string, args []string, addFlags func(*flag.FlagSet)) *flag.FlagSet {
+	t.Helper()
+	if len(args) == 0 || args[0] != command {
+		t.Fatalf("args %q, want %q first", args, command)
+	}
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addFlags(fs)
+	// cmd/meshfed's log flags, declared by the command rather than the config.
+	fs.String("log-level", "info", "")
+	fs.String("log-format", "text", "")
+	if err := fs.Parse(args[1:]); err != nil {
+		t.Fatalf("meshfed %s %q: %v", command, args[1:], err)
+	}
+	if fs.NArg() != 0 {
+		t.Errorf("meshfed %s: stray arguments %q", command, fs.Args())
+	}
+	return fs
+}
+
+func checkFlags(t *testing.T, fs *flag.FlagSet, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for name := range want {
+		got[name] = fs.Lookup(name).Value.String()
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s flags (-want +got):\n%s", fs.Name(), diff)
+	}
+}
+
+func checkPorts(t *testing.T, ports []corev1.ContainerPort, want map[string]int32) {
+	t.Helper()
+	got := map[string]int32{}
+	for _, p := range ports {
+		got[p.Name] = p.ContainerPort
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("container ports (-want +got):\n%s", diff)
+	}
+}
+
+func checkServicePorts(t *testing.T, services []corev1.Service, want map[string]int32) {
+	t.Helper()
+	if len(services) != 1 {
+		t.Fatalf("got %d Services, want 1", len(services))
+	}
+	got := map[string]int32{}
+	for _, p := range services[0].Spec.Ports {
+		got[p.Name] = p.Port
+		if p.TargetPort.StrVal != p.Name {
+			t.Errorf("Service port %s targets %s, want the container port of the same name", p.Name, p.TargetPort.String())
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Service ports (-want +got):\n%s", diff)
+	}
+}
+
+func isTrue(b *bool) bool  { return b != nil && *b }
+func isFalse(b *bool) bool { return b != nil && !*b }

@@ -1,0 +1,672 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/xds"
+	"github.com/meshfed/meshfed/xds/resources"
+)
+
+// The clusterset of issue #4: 10 clusters on one network, each exporting
+// the same 100 services with 10 endpoints: 10,000 endpoints, 100 per
+// service. Each proxy subscribes to 5 services.
+const (
+	fanoutClusters      = 10
+	fanoutServices      = 100
+	fanoutEndpoints     = 10 // per service and cluster
+	fanoutChanges       = 100
+	fanoutSubscriptions = 5
+	fanoutProxies       = 1000
+	fanoutProxiesSmall  = 100
+	fanoutNetwork       = "net1"
+	fanoutPort          = 8080
+)
+
+// fanoutTypes are the types every proxy subscribes to, in the order a
+// proxyless gRPC client first asks for them.
+var fanoutTypes = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}
+
+// fanoutSnapshot adapts registry snapshots to xds.Snapshot, as the hub does.
+type fanoutSnapshot struct{ *registry.Snapshot }
+
+var _ xds.Snapshot = fanoutSnapshot{}
+
+func (s fanoutSnapshot) Next() xds.Snapshot {
+	n := s.Snapshot.Next()
+	if n == nil {
+		return nil
+	}
+	return fanoutSnapshot{n}
+}
+
+// fanoutResult is what one sub-benchmark measured, per change.
+type fanoutResult struct {
+	p50, p99  time.Duration
+	cpu       time.Duration
+	allocs    float64
+	encodes   float64
+	bytes     float64
+	responses float64
+}
+
+// BenchmarkXDSFanout measures the fan-out of endpoint changes to P
+// proxyless-gRPC-like ADS clients (issue #4), for meshfed's xDS server and
+// for a baseline: go-control-plane's snapshot cache with one snapshot per
+// node, all rebuilt and set on every change.
+//
+// Each iteration applies 100 endpoint changes (one endpoint's ready flag,
+// as a registry delta), one at a time: a change is complete when every
+// client that subscribes the affected cluster has received an EDS response
+// showing it, and every response the change causes has been received.
+func BenchmarkXDSFanout(b *testing.B) {
+	sizes := []int{fanoutProxies, fanoutProxiesSmall}
+	if testing.Short() {
+		sizes = []int{fanoutProxiesSmall, 20}
+	}
+	results := map[string]*fanoutResult{}
+	for _, p := range sizes {
+		for _, server := range []string{"meshfed", "baseline"} {
+			name := fmt.Sprintf("proxies=%d/server=%s", p, server)
+			b.Run(name, func(b *testing.B) {
+				r := runFanout(b, server, p)
+				results[name] = r
+				if m := results[fmt.Sprintf("proxies=%d/server=meshfed", p)]; server == "baseline" && m != nil {
+					b.ReportMetric(ratio(r.cpu, m.cpu), "cpu-x-meshfed")
+					b.ReportMetric(ratio(r.p99, m.p99), "p99-x-meshfed")
+				}
+			})
+		}
+	}
+	var tab strings.Builder
+	fmt.Fprintf(&tab, "\n%-9s %-9s %9s %9s %12s %12s %11s %12s %11s", "proxies", "server", "p50-ms", "p99-ms", "cpu-ms/chg", "allocs/chg", "encodes/chg", "bytes/chg", "resp/chg")
+	for _, p := range sizes {
+		for _, server := range []string{"meshfed", "baseline"} {
+			r := results[fmt.Sprintf("proxies=%d/server=%s", p, server)]
+			if r == nil {
+				continue
+			}
+			fmt.Fprintf(&tab, "\n%-9d %-9s %9.2f %9.2f %12.2f %12.0f %11.1f %12.0f %11.1f", p, server, ms(r.p50), ms(r.p99), ms(r.cpu), r.allocs, r.encodes, r.bytes, r.responses)
+		}
+		m, base := results[fmt.Sprintf("proxies=%d/server=meshfed", p)], results[fmt.Sprintf("proxies=%d/server=baseline", p)]
+		if m != nil && base != nil {
+			fmt.Fprintf(&tab, "\n%-9d %-9s %9s %9.1fx %11.1fx %11.1fx %10.1fx %11.1fx", p, "ratio", "", ratio(base.p99, m.p99), ratio(base.cpu, m.cpu),
+				base.allocs/m.allocs, base.encodes/m.encodes, base.bytes/m.bytes)
+		}
+	}
+	b.Log(tab.String())
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ratio(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// runFanout sets up the clusterset, the server and p clients, then
+// measures the changes.
+func runFanout(b *testing.B, server string, p int) *fanoutResult {
+	b.Helper()
+	ctx, cancel := context.WithCancel(b.Context())
+	g, ctx := errgroup.WithContext(ctx)
+	var clientConns []*grpc.ClientConn
+	b.Cleanup(func() {
+		cancel()
+		err := g.Wait()
+		for _, conn := range clientConns {
+			_ = conn.Close()
+		}
+		if err != nil {
+			b.Errorf("fan-out: %v", err)
+		}
+	})
+
+	reg := registry.New(registry.Limits{}, nil, testLogger(b))
+	conns, versions := fanoutRegistry(b, reg)
+	specs := fanoutSpecs(p)
+
+	var addr string
+	var encodes func() int64 // nil: count the resources clients received
+	switch server {
+	case "meshfed":
+		srv, err := xds.New(xds.Config{Addr: "127.0.0.1:0", PushInterval: 10 * time.Millisecond}, nil, testLogger(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		g.Go(func() error { return srv.Run(ctx, fanoutSnapshot{reg.Current()}) })
+		addr, encodes = srv.Addr().String(), srv.Cache().Encodes
+	case "baseline":
+		bs, err := newBaseline(ctx, specs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := bs.setAll(ctx, reg.Current()); err != nil {
+			b.Fatal(err)
+		}
+		g.Go(func() error { return bs.run(ctx, reg.Current()) })
+		addr = bs.lis.Addr().String()
+	}
+
+	st := &fanoutState{poke: make(chan struct{}, 1)}
+	for i, s := range specs {
+		c := newFanoutClient(i, s)
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(st))
+		if err != nil {
+			b.Fatal(err)
+		}
+		clientConns = append(clientConns, conn)
+		g.Go(func() error { return c.run(ctx, discovery.NewAggregatedDiscoveryServiceClient(conn), st) })
+	}
+	setup, cancelSetup := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelSetup()
+	if err := st.await(setup, func() bool { return st.ready.Load() == int64(p) }); err != nil {
+		b.Fatalf("waiting for %d clients' initial resources (%d ready): %v", p, st.ready.Load(), err)
+	}
+
+	subscribers := map[string][]int{} // cluster name → client indices
+	for i, s := range specs {
+		for _, svc := range s.services {
+			subscribers[fanoutClusterName(svc)] = append(subscribers[fanoutClusterName(svc)], i)
+		}
+	}
+
+	var latencies []time.Duration
+	change := 0
+	ready := false // what the changes of this round set: rounds alternate
+	b.ReportAllocs()
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	cpu0, enc0, bytes0, resp0, res0 := cpuTime(b), int64(0), st.bytes.Load(), st.responses.Load(), st.resources.Load()
+	if encodes != nil {
+		enc0 = encodes()
+	}
+	for b.Loop() {
+		for j := range fanoutChanges {
+			change++
+			svc, cluster, ep := j, j%fanoutClusters, (j/fanoutClusters)%fanoutEndpoints
+			name := fanoutClusterName(svc)
+			subs := subscribers[name]
+			probe := &fanoutProbe{
+				change: change, cluster: name, address: fanoutAddress(cluster, svc, ep), present: ready,
+				received: make([]time.Time, p), done: make(chan struct{}),
+			}
+			probe.remaining.Store(int64(len(subs)))
+			if len(subs) == 0 {
+				close(probe.done)
+			}
+			// The responses a change must cause: meshfed sends only the
+			// changed EDS resource, to its subscribers; the baseline's
+			// snapshot version changes for every node and type.
+			want := st.responses.Load() + int64(len(subs))
+			if server == "baseline" {
+				want = st.responses.Load() + int64(len(fanoutTypes)*p)
+			}
+			st.probe.Store(probe)
+
+			endpoint := fanoutEndpoint(cluster, svc, ep)
+			endpoint.Ready = ready
+			versions[cluster]++
+			if err := conns[cluster].Apply("bench", &federationpb.ShardUpdate{Version: versions[cluster], Endpoints: []*federationpb.Endpoint{endpoint}}); err != nil {
+				b.Fatal(err)
+			}
+			applied := time.Now()
+
+			wait, cancelWait := context.WithTimeout(ctx, 30*time.Second)
+			err := st.await(wait, func() bool { return isClosed(probe.done) && st.responses.Load() >= want })
+			cancelWait()
+			if err != nil {
+				b.Fatalf("change %d (%s, %s ready=%v): %d of %d subscribers saw it; %d responses so far, want %d: %v",
+					change, name, probe.address, ready, int64(len(subs))-probe.remaining.Load(), len(subs), st.responses.Load(), want, err)
+			}
+			for _, i := range subs {
+				latencies = append(latencies, max(probe.received[i].Sub(applied), 0))
+			}
+		}
+		ready = !ready
+	}
+	cpu := cpuTime(b) - cpu0
+	runtime.ReadMemStats(&ms1)
+	changes := float64(change)
+
+	r := &fanoutResult{
+		cpu:       time.Duration(float64(cpu) / changes),
+		allocs:    float64(ms1.Mallocs-ms0.Mallocs) / changes,
+		bytes:     float64(st.bytes.Load()-bytes0) / changes,
+		responses: float64(st.responses.Load()-resp0) / changes,
+	}
+	if encodes != nil {
+		r.encodes = float64(encodes()-enc0) / changes
+	} else {
+		// go-control-plane marshals every resource of every response anew.
+		r.encodes = float64(st.resources.Load()-res0) / changes
+	}
+	slices.Sort(latencies)
+	if n := len(latencies); n > 0 {
+		r.p50 = latencies[(n-1)*50/100]
+		r.p99 = latencies[(n*99+99)/100-1]
+	}
+	b.ReportMetric(ms(r.p50), "p50-ms")
+	b.ReportMetric(ms(r.p99), "p99-ms")
+	b.ReportMetric(ms(r.cpu), "cpu-ms/change")
+	b.ReportMetric(r.allocs, "allocs/change")
+	b.ReportMetric(r.encodes, "encodes/change")
+	b.ReportMetric(r.bytes, "bytes/change")
+	b.ReportMetric(r.responses, "responses/change")
+	return r
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func fanoutHost(svc int) string {
+	return fmt.Sprintf("svc-%02d.bench.svc.cluster.local", svc)
+}
+
+func fanoutClusterName(svc int) string  { return resources.ClusterName(fanoutPort, fanoutHost(svc)) }
+func fanoutListenerName(svc int) string { return resources.ListenerName(fanoutHost(svc), fanoutPort) }
+
+func fanoutClusterID(c int) string { return fmt.Sprintf("c%02d", c) }
+
+// fanoutLocality is cluster c's: two zones per region.
+func fanoutLocality(c int) *federationpb.Locality {
+	return &federationpb.Locality{Region: fmt.Sprintf("r%d", c/2), Zone: fmt.Sprintf("z%d", c)}
+}
+
+func fanoutAddress(c, svc, ep int) string { return fmt.Sprintf("10.%d.%d.%d", c, svc, ep+1) }
+
+func fanoutEndpoint(c, svc, ep int) *federationpb.Endpoint {
+	return &federationpb.Endpoint{
+		Namespace: "bench", Service: fmt.Sprintf("svc-%02d", svc), Address: fanoutAddress(c, svc, ep),
+		Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: fanoutPort}},
+		Ready:    true,
+		Serving:  true,
+		Node:     "node-1",
+		Locality: fanoutLocality(c),
+	}
+}
+
+// fanoutRegistry connects the clusters and applies their full shards. It
+// returns each cluster's Conn and shard version.
+func fanoutRegistry(b *testing.B, reg *registry.Registry) ([]*registry.Conn, []uint64) {
+	b.Helper()
+	conns := make([]*registry.Conn, fanoutClusters)
+	versions := make([]uint64, fanoutClusters)
+	for c := range fanoutClusters {
+		u := &federationpb.ShardUpdate{Version: 1, Full: true, Cluster: testCluster(fanoutClusterID(c), fanoutNetwork)}
+		for svc := range fanoutServices {
+			u.Services = append(u.Services, testService("bench", fmt.Sprintf("svc-%02d", svc)))
+			for ep := range fanoutEndpoints {
+				u.Endpoints = append(u.Endpoints, fanoutEndpoint(c, svc, ep))
+			}
+		}
+		conns[c] = reg.Connect(federation.ClusterID(fanoutClusterID(c)), "bench")
+		if err := conns[c].Apply("bench", u); err != nil {
+			b.Fatal(err)
+		}
+		versions[c] = 1
+	}
+	if n := reg.Current().ServiceCount(); n != fanoutServices {
+		b.Fatalf("registry has %d services, want %d", n, fanoutServices)
+	}
+	return conns, versions
+}
+
+// fanoutSpec is one proxy: its node and the services it calls.
+type fanoutSpec struct {
+	node     *core.Node
+	view     resources.View
+	services []int
+}
+
+// fanoutSpecs spreads p proxies over the clusters' localities. Proxy i
+// calls services i, i+20, ... (mod 100), so each service has p/20 callers
+// spread over the localities.
+func fanoutSpecs(p int) []fanoutSpec {
+	out := make([]fanoutSpec, p)
+	for i := range p {
+		c := (i/20 + i) % fanoutClusters
+		l := fanoutLocality(c)
+		out[i] = fanoutSpec{
+			node: &core.Node{
+				Id:       fmt.Sprintf("proxy-%04d", i),
+				Locality: &core.Locality{Region: l.GetRegion(), Zone: l.GetZone()},
+				Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+					xds.MetadataClusterID: structpb.NewStringValue(fanoutClusterID(c)),
+					xds.MetadataNetwork:   structpb.NewStringValue(fanoutNetwork),
+				}},
+			},
+			view: resources.View{Network: fanoutNetwork, Locality: resources.Locality{Region: l.GetRegion(), Zone: l.GetZone()}},
+		}
+		for k := range fanoutSubscriptions {
+			out[i].services = append(out[i].services, (i+k*fanoutServices/fanoutSubscriptions)%fanoutServices)
+		}
+	}
+	return out
+}
+
+// fanoutState is what the clients share with the benchmark. It is also
+// the clients' stats handler, counting the bytes they receive.
+type fanoutState struct {
+	probe     atomic.Pointer[fanoutProbe]
+	ready     atomic.Int64 // clients that have all their initial resources
+	responses atomic.Int64 // responses received
+	resources atomic.Int64 // resources in them
+	bytes     atomic.Int64 // their size on the wire
+	poke      chan struct{}
+}
+
+var _ stats.Handler = (*fanoutState)(nil)
+
+func (s *fanoutState) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (s *fanoutState) HandleRPC(_ context.Context, st stats.RPCStats) {
+	if in, ok := st.(*stats.InPayload); ok {
+		s.bytes.Add(int64(in.WireLength))
+	}
+}
+func (s *fanoutState) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (s *fanoutState) HandleConn(context.Context, stats.ConnStats)                       {}
+
+func (s *fanoutState) signal() {
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
+}
+
+// await returns once cond holds; clients signal after every response.
+func (s *fanoutState) await(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		select {
+		case <-s.poke:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// fanoutProbe is the change in flight: clients that subscribe cluster
+// record when an EDS response first shows address as present (or absent).
+type fanoutProbe struct {
+	change    int
+	cluster   string
+	address   string
+	present   bool
+	received  []time.Time // by client index, each written by its client only
+	remaining atomic.Int64
+	done      chan struct{} // closed when remaining reaches 0
+}
+
+// fanoutClient is a lightweight proxyless-gRPC-like ADS client: it
+// subscribes by name to the listeners, routes, clusters and endpoints of
+// its services, and ACKs every response.
+type fanoutClient struct {
+	index      int
+	node       *core.Node
+	names      map[string][]string // by type
+	clusters   map[string]bool
+	lastChange int
+}
+
+func newFanoutClient(index int, s fanoutSpec) *fanoutClient {
+	c := &fanoutClient{index: index, node: s.node, names: map[string][]string{}, clusters: map[string]bool{}}
+	for _, svc := range s.services {
+		c.names[resourcev3.ListenerType] = append(c.names[resourcev3.ListenerType], fanoutListenerName(svc))
+		for _, typ := range []string{resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType} {
+			c.names[typ] = append(c.names[typ], fanoutClusterName(svc))
+		}
+		c.clusters[fanoutClusterName(svc)] = true
+	}
+	return c
+}
+
+func (c *fanoutClient) run(ctx context.Context, ads discovery.AggregatedDiscoveryServiceClient, st *fanoutState) error {
+	err := c.stream(ctx, ads, st)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("client %s: %w", c.node.GetId(), err)
+}
+
+func (c *fanoutClient) stream(ctx context.Context, ads discovery.AggregatedDiscoveryServiceClient, st *fanoutState) error {
+	stream, err := ads.StreamAggregatedResources(ctx)
+	if err != nil {
+		return err
+	}
+	for i, typ := range fanoutTypes {
+		req := &discovery.DiscoveryRequest{TypeUrl: typ, ResourceNames: c.names[typ]}
+		if i == 0 {
+			req.Node = c.node
+		}
+		if err := stream.Send(req); err != nil {
+			return err
+		}
+	}
+	complete := map[string]bool{} // types whose initial response had every name
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		typ := resp.GetTypeUrl()
+		if typ == resourcev3.EndpointType {
+			c.check(resp, now, st)
+		}
+		if err := stream.Send(&discovery.DiscoveryRequest{
+			TypeUrl: typ, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(), ResourceNames: c.names[typ],
+		}); err != nil {
+			return err
+		}
+		if len(complete) < len(fanoutTypes) && len(resp.GetResources()) == len(c.names[typ]) {
+			complete[typ] = true
+			if len(complete) == len(fanoutTypes) {
+				st.ready.Add(1)
+			}
+		}
+		st.responses.Add(1)
+		st.resources.Add(int64(len(resp.GetResources())))
+		st.signal()
+	}
+}
+
+// check records the probe's change when resp shows it.
+func (c *fanoutClient) check(resp *discovery.DiscoveryResponse, now time.Time, st *fanoutState) {
+	p := st.probe.Load()
+	if p == nil || p.change == c.lastChange || !c.clusters[p.cluster] {
+		return
+	}
+	for _, a := range resp.GetResources() {
+		if claName(a.GetValue()) != p.cluster {
+			continue
+		}
+		var cla endpointv3.ClusterLoadAssignment
+		if err := proto.Unmarshal(a.GetValue(), &cla); err != nil {
+			return
+		}
+		if hasAddress(&cla, p.address) != p.present {
+			return
+		}
+		c.lastChange = p.change
+		p.received[c.index] = now
+		if p.remaining.Add(-1) == 0 {
+			close(p.done)
+		}
+		return
+	}
+}
+
+// claName reads the cluster_name (field 1) of an encoded
+// ClusterLoadAssignment without decoding the rest.
+func claName(b []byte) string {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return ""
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return ""
+			}
+			return string(v)
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return ""
+		}
+		b = b[n:]
+	}
+	return ""
+}
+
+func hasAddress(cla *endpointv3.ClusterLoadAssignment, addr string) bool {
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			if e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress() == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// baseline is what a team writes first: go-control-plane's snapshot cache,
+// and on every registry change a new snapshot for every node, holding the
+// resources it subscribes to (EDS computed for its view), all under one
+// new version.
+type baseline struct {
+	cache cache.SnapshotCache
+	specs []fanoutSpec
+	lis   net.Listener
+	grpc  *grpc.Server
+}
+
+func newBaseline(ctx context.Context, specs []fanoutSpec) (*baseline, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	bs := &baseline{cache: cache.NewSnapshotCache(false, cache.IDHash{}, nil), specs: specs, lis: lis, grpc: grpc.NewServer()}
+	srv := gcpserver.NewServer(ctx, bs.cache, gcpserver.CallbackFuncs{})
+	discovery.RegisterAggregatedDiscoveryServiceServer(bs.grpc, srv)
+	return bs, nil
+}
+
+// run serves and rebuilds every node's snapshot on each registry change
+// after snap, until ctx ends.
+func (bs *baseline) run(ctx context.Context, snap *registry.Snapshot) error {
+	errc := make(chan error, 1)
+	go func() { errc <- bs.grpc.Serve(bs.lis) }()
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-snap.Done():
+		}
+		for next := snap.Next(); next != nil; next = snap.Next() {
+			snap = next
+		}
+		if err = bs.setAll(ctx, snap); err != nil {
+			break
+		}
+	}
+	bs.grpc.Stop()
+	if serr := <-errc; serr != nil && err == nil {
+		err = serr
+	}
+	return err
+}
+
+func (bs *baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
+	version := strconv.FormatUint(snap.Revision(), 10)
+	gateways := resources.GatewaysByNetwork(snap.Clusters(), federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
+	for _, s := range bs.specs {
+		res := map[resourcev3.Type][]types.Resource{}
+		for _, svc := range s.services {
+			v, ok := snap.Service(federation.ServiceKey("bench", fmt.Sprintf("svc-%02d", svc)))
+			if !ok {
+				continue
+			}
+			cluster, listener := fanoutClusterName(svc), fanoutListenerName(svc)
+			for _, c := range resources.Clusters(v) {
+				if c.GetName() == cluster {
+					res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
+				}
+			}
+			for _, l := range resources.Listeners(v) {
+				if l.GetName() == listener {
+					res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], l)
+				}
+			}
+			for _, r := range resources.Routes(v) {
+				if r.GetName() == cluster {
+					res[resourcev3.RouteType] = append(res[resourcev3.RouteType], r)
+				}
+			}
+			for _, p := range resources.Ports(v) {
+				if cla := resources.LoadAssignment(v, fanoutHost(svc), p, s.view, gateways); cla.GetClusterName() == cluster {
+					res[resourcev3.EndpointType] = append(res[resourcev3.EndpointType], cla)
+				}
+			}
+		}
+		ns, err := cache.NewSnapshot(version, res)
+		if err != nil {
+			return err
+		}
+		if err := bs.cache.SetSnapshot(ctx, s.node.GetId(), ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}

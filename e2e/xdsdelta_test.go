@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshfed/meshfed/spoke/shard"
+	"github.com/meshfed/meshfed/xds/resources"
+)
+
+const echoCluster = "outbound|8080||echo.demo.svc.cluster.local"
+
+func adsClient(t *testing.T, addr string) discovery.AggregatedDiscoveryServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return discovery.NewAggregatedDiscoveryServiceClient(conn)
+}
+
+func testNode(id string) *core.Node {
+	md, _ := structpb.NewStruct(map[string]any{"CLUSTER_ID": "east", "NETWORK": "net1"})
+	return &core.Node{Id: id, Metadata: md, Locality: &core.Locality{Region: "r-east", Zone: "z-east"}}
+}
+
+// deltaStream is a delta ADS client that records what it was sent.
+type deltaStream struct {
+	t *testing.T
+	s discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
+}
+
+func openDelta(t *testing.T, addr string) *deltaStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	s, err := adsClient(t, addr).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &deltaStream{t: t, s: s}
+}
+
+func (d *deltaStream) send(req *discovery.DeltaDiscoveryRequest) {
+	d.t.Helper()
+	if err := d.s.Send(req); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+func (d *deltaStream) recv() *discovery.DeltaDiscoveryResponse {
+	d.t.Helper()
+	r, err := d.s.Recv()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return r
+}
+
+func (d *deltaStream) ack(r *discovery.DeltaDiscoveryResponse) {
+	d.send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
+}
+
+func names(rs []*discovery.Resource) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.GetName())
+	}
+	return out
+}
+
+func addresses(t *testing.T, r *discovery.Resource) []string {
+	t.Helper()
+	var cla endpointv3.ClusterLoadAssignment
+	if err := r.GetResource().UnmarshalTo(&cla); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			out = append(out, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestXDSDelta(t *testing.T) {
+	f := startXDSFleet(t)
+	f.cluster(t, "east", "net1", "z-east", nil, backend{"10.0.0.1", 8080}, backend{"10.0.0.2", 8080})
+	waitFor(t, "the hub to have echo", func() bool { _, ok := f.hub.Registry().Current().Service("demo/echo"); return ok })
+	addr := f.hub.XDSAddr().String()
+
+	d := openDelta(t, addr)
+	d.send(&discovery.DeltaDiscoveryRequest{Node: testNode("delta-1"), TypeUrl: resourcev3.ClusterType})
+	cds := d.recv()
+	if got := names(cds.GetResources()); !slices.Contains(got, echoCluster) {
+		t.Fatalf("wildcard CDS = %v, want %s", got, echoCluster)
+	}
+	d.ack(cds)
+	d.send(&discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{echoCluster}})
+	eds := d.recv()
+	if len(eds.GetResources()) != 1 || !slices.Equal(addresses(t, eds.GetResources()[0]), []string{"10.0.0.1", "10.0.0.2"}) {
+		t.Fatalf("EDS = %v", eds)
+	}
+	edsVersion := eds.GetResources()[0].GetVersion()
+	d.ack(eds)
+
+	// An endpoint change sends that EDS resource alone, as a delta.
+	f.setEndpoints("east", "net1", "z-east", nil, backend{"10.0.0.1", 8080})
+	eds = d.recv()
+	if eds.GetTypeUrl() != resourcev3.EndpointType || len(eds.GetResources()) != 1 || !slices.Equal(addresses(t, eds.GetResources()[0]), []string{"10.0.0.1"}) {
+		t.Fatalf("EDS after the change = %v", eds)
+	}
+	d.ack(eds)
+
+	// A NACK is recorded and visible.
+	d.send(&discovery.DeltaDiscoveryRequest{
+		TypeUrl: resourcev3.EndpointType, ResponseNonce: eds.GetNonce(),
+		ErrorDetail: &status.Status{Code: 3, Message: "test rejects this"},
+	})
+	waitFor(t, "the NACK in /debug/proxies", func() bool {
+		for _, p := range f.hub.XDS().Proxies() {
+			if ts, ok := p.Types[resourcev3.EndpointType]; ok && p.ID == "delta-1" && ts.Nacks == 1 && ts.NackReason == "test rejects this" {
+				return true
+			}
+		}
+		return false
+	})
+	var proxies struct {
+		Proxies []struct {
+			ID    string `json:"id"`
+			Delta bool   `json:"delta"`
+		} `json:"proxies"`
+	}
+	getJSON(t, "http://"+f.hub.DebugAddr().String()+"/debug/proxies", &proxies)
+	if len(proxies.Proxies) != 1 || proxies.Proxies[0].ID != "delta-1" || !proxies.Proxies[0].Delta {
+		t.Errorf("/debug/proxies = %+v", proxies)
+	}
+
+	// Unexporting the service removes its cluster by name.
+	f.trackers["east"].Update(time.Now(), true, func(w shard.Writer) { w.DeleteService("demo/echo") })
+	for {
+		r := d.recv()
+		d.ack(r)
+		if r.GetTypeUrl() == resourcev3.ClusterType {
+			if !slices.Contains(r.GetRemovedResources(), echoCluster) {
+				t.Fatalf("CDS after unexport = %v, want %s removed", r, echoCluster)
+			}
+			break
+		}
+	}
+
+	// A reconnecting client states what it has: stale versions come back
+	// as removals, and nothing unchanged is resent.
+	f.setEndpoints("east", "net1", "z-east", nil, backend{"10.0.0.1", 8080}, backend{"10.0.0.2", 8080})
+	view := resources.View{Network: "net1", Locality: resources.Locality{Region: "r-east", Zone: "z-east"}}.Key()
+	waitFor(t, "echo's endpoints back in the xDS cache", func() bool {
+		return slices.Contains(f.hub.XDS().Cache().Names(resourcev3.EndpointType, view), echoCluster)
+	})
+	d2 := openDelta(t, addr)
+	d2.send(&discovery.DeltaDiscoveryRequest{
+		Node: testNode("delta-2"), TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{echoCluster, "outbound|1||gone.demo.svc.cluster.local"},
+		InitialResourceVersions: map[string]string{echoCluster: edsVersion, "outbound|1||gone.demo.svc.cluster.local": "v0"},
+	})
+	r := d2.recv()
+	if !slices.Equal(r.GetRemovedResources(), []string{"outbound|1||gone.demo.svc.cluster.local"}) {
+		t.Errorf("removed %v, want the name that no longer exists", r.GetRemovedResources())
+	}
+	if got := names(r.GetResources()); len(got) != 0 {
+		t.Errorf("resent %v although the client has the current version", got)
+	}
+}
+
+func TestXDSStateOfTheWorldNackIsRecorded(t *testing.T) {
+	f := startXDSFleet(t)
+	f.cluster(t, "east", "net1", "z-east", nil, backend{"10.0.0.1", 8080})
+	waitFor(t, "the hub to have echo", func() bool { _, ok := f.hub.Registry().Current().Service("demo/echo"); return ok })
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	s, err := adsClient(t, f.hub.XDSAddr().String()).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&discovery.DiscoveryRequest{Node: testNode("sotw-1"), TypeUrl: resourcev3.ClusterType}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.GetResources()) != 2 || r.GetVersionInfo() == "" { // cluster.local and clusterset.local
+		t.Fatalf("CDS = %v", r)
+	}
+	if err := s.Send(&discovery.DiscoveryRequest{
+		TypeUrl: resourcev3.ClusterType, ResponseNonce: r.GetNonce(),
+		ErrorDetail: &status.Status{Code: 3, Message: "cluster rejected"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the NACK to be recorded", func() bool {
+		ps := f.hub.XDS().Proxies()
+		return len(ps) == 1 && ps[0].Types[resourcev3.ClusterType].Nacks == 1 &&
+			strings.Contains(ps[0].Types[resourcev3.ClusterType].NackReason, "rejected")
+	})
+	if body := getText(t, "http://"+f.hub.DebugAddr().String()+"/metrics"); !strings.Contains(body, `meshfed_xds_nacks_total{type="type.googleapis.com/envoy.config.cluster.v3.Cluster"} 1`) {
+		t.Errorf("the NACK metric is missing from /metrics")
+	}
+}
