@@ -98,10 +98,16 @@ func addresses(t *testing.T, r *discovery.Resource) []string {
 	return out
 }
 
+// waitServed waits until the hub's xDS cache serves a resource.
+func (f *xdsFleet) waitServed(t *testing.T, typeURL, view, name string) {
+	t.Helper()
+	waitFor(t, name+" in the xDS cache", func() bool { return slices.Contains(f.hub.XDS().Cache().Names(typeURL, view), name) })
+}
+
 func TestXDSDelta(t *testing.T) {
 	f := startXDSFleet(t)
 	f.cluster(t, "east", "net1", "z-east", nil, backend{"10.0.0.1", 8080}, backend{"10.0.0.2", 8080})
-	waitFor(t, "the hub to have echo", func() bool { _, ok := f.hub.Registry().Current().Service("demo/echo"); return ok })
+	f.waitServed(t, resourcev3.ClusterType, "", echoCluster)
 	addr := f.hub.XDSAddr().String()
 
 	d := openDelta(t, addr)
@@ -168,9 +174,7 @@ func TestXDSDelta(t *testing.T) {
 	// as removals, and nothing unchanged is resent.
 	f.setEndpoints("east", "net1", "z-east", nil, backend{"10.0.0.1", 8080}, backend{"10.0.0.2", 8080})
 	view := resources.View{Network: "net1", Locality: resources.Locality{Region: "r-east", Zone: "z-east"}}.Key()
-	waitFor(t, "echo's endpoints back in the xDS cache", func() bool {
-		return slices.Contains(f.hub.XDS().Cache().Names(resourcev3.EndpointType, view), echoCluster)
-	})
+	f.waitServed(t, resourcev3.EndpointType, view, echoCluster)
 	d2 := openDelta(t, addr)
 	d2.send(&discovery.DeltaDiscoveryRequest{
 		Node: testNode("delta-2"), TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{echoCluster, "outbound|1||gone.demo.svc.cluster.local"},
@@ -181,14 +185,15 @@ func TestXDSDelta(t *testing.T) {
 		t.Errorf("removed %v, want the name that no longer exists", r.GetRemovedResources())
 	}
 	if got := names(r.GetResources()); len(got) != 0 {
-		t.Errorf("resent %v although the client has the current version", got)
+		t.Errorf("resent %v (version %s, addresses %v) although the client has version %s", got,
+			r.GetResources()[0].GetVersion(), addresses(t, r.GetResources()[0]), edsVersion)
 	}
 }
 
 func TestXDSStateOfTheWorldNackIsRecorded(t *testing.T) {
 	f := startXDSFleet(t)
 	f.cluster(t, "east", "net1", "z-east", nil, backend{"10.0.0.1", 8080})
-	waitFor(t, "the hub to have echo", func() bool { _, ok := f.hub.Registry().Current().Service("demo/echo"); return ok })
+	f.waitServed(t, resourcev3.ClusterType, "", echoCluster)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	s, err := adsClient(t, f.hub.XDSAddr().String()).StreamAggregatedResources(ctx)

@@ -274,7 +274,7 @@ func (s *Server) loadAssignments(snap Snapshot, keys map[string]struct{}, view r
 			continue
 		}
 		for _, host := range resources.Hostnames(v) {
-			for _, p := range v.Ports {
+			for _, p := range resources.Ports(v) {
 				cla := resources.LoadAssignment(v, host, p, view, s.gateways)
 				out[cla.GetClusterName()] = cla
 			}

@@ -1,0 +1,174 @@
+package xds
+
+import (
+	"slices"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+
+func cluster(name string, seconds int64) *clusterv3.Cluster {
+	return &clusterv3.Cluster{Name: name, ConnectTimeout: &durationpb.Duration{Seconds: seconds}}
+}
+
+func mustUpdate(t *testing.T, c *Cache, upserts map[string]proto.Message, removals ...string) {
+	t.Helper()
+	if _, err := c.Update(resourcev3.ClusterType, "", upserts, removals); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func recvSotw(t *testing.T, ch chan cache.Response) *discovery.DiscoveryResponse {
+	t.Helper()
+	select {
+	case r := <-ch:
+		out, err := r.GetDiscoveryResponse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	default:
+		return nil
+	}
+}
+
+func TestCacheStateOfTheWorld(t *testing.T) {
+	c := NewCache(nil)
+	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
+	sub := stream.NewSotwSubscription(nil, true) // wildcard
+	ch := make(chan cache.Response, 1)
+	req := &cache.Request{TypeUrl: resourcev3.ClusterType}
+
+	if _, err := c.CreateWatch(req, sub, ch); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	out, _ := r.GetDiscoveryResponse()
+	if len(out.GetResources()) != 2 {
+		t.Fatalf("first response has %d resources, want 2", len(out.GetResources()))
+	}
+	sub.SetReturnedResources(r.GetReturnedResources())
+
+	// The client is up to date: the watch waits.
+	ack := &cache.Request{TypeUrl: resourcev3.ClusterType, VersionInfo: out.GetVersionInfo(), ResponseNonce: "1"}
+	cancel, _ := c.CreateWatch(ack, sub, ch)
+	if got := recvSotw(t, ch); got != nil {
+		t.Fatalf("an up-to-date client was answered: %v", got)
+	}
+	// The same content again changes nothing.
+	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1)})
+	if got := recvSotw(t, ch); got != nil {
+		t.Fatalf("an unchanged resource was pushed: %v", got)
+	}
+	// A change answers the open watch with the full state.
+	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 2)}, "b")
+	var resp cache.Response
+	select {
+	case resp = <-ch:
+	default:
+		t.Fatal("the change was not pushed to the open watch")
+	}
+	out, _ = resp.GetDiscoveryResponse()
+	if len(out.GetResources()) != 1 {
+		t.Fatalf("after the change: %v, want the one remaining cluster", out)
+	}
+	cancel()
+	sub.SetReturnedResources(resp.GetReturnedResources())
+
+	// A cancelled watch is never answered.
+	cancel2, _ := c.CreateWatch(&cache.Request{TypeUrl: resourcev3.ClusterType, ResponseNonce: "2"}, sub, ch)
+	cancel2()
+	mustUpdate(t, c, map[string]proto.Message{"c": cluster("c", 1)})
+	if got := recvSotw(t, ch); got != nil {
+		t.Fatalf("a cancelled watch was answered: %v", got)
+	}
+}
+
+func TestCacheDelta(t *testing.T) {
+	c := NewCache(nil)
+	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
+	versions := map[string]string{}
+	for _, n := range c.Names(resourcev3.ClusterType, "") {
+		versions[n] = c.sets[setKey{resourcev3.ClusterType, ""}].entries[n].version
+	}
+
+	// A reconnecting wildcard client that has a (current), b (stale) and
+	// z (gone) gets b and z's removal only.
+	sub := stream.NewDeltaSubscription(nil, nil, map[string]string{"a": versions["a"], "b": "old", "z": "old"}, true)
+	ch := make(chan cache.DeltaResponse, 1)
+	if _, err := c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: resourcev3.ClusterType}, sub, ch); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	out, _ := r.GetDeltaDiscoveryResponse()
+	var sent []string
+	for _, res := range out.GetResources() {
+		sent = append(sent, res.GetName())
+	}
+	if !slices.Equal(sent, []string{"b"}) || !slices.Equal(out.GetRemovedResources(), []string{"z"}) {
+		t.Fatalf("sent %v removed %v, want [b] and [z]", sent, out.GetRemovedResources())
+	}
+	sub.SetReturnedResources(r.GetReturnedResources())
+
+	// A wildcard client is answered at once even when there is nothing.
+	empty := make(chan cache.DeltaResponse, 1)
+	_, _ = c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: "type.googleapis.com/istio.workload.Address"},
+		stream.NewDeltaSubscription(nil, nil, nil, true), empty)
+	select {
+	case <-empty:
+	default:
+		t.Error("a first wildcard request for an empty type was not answered")
+	}
+
+	// By name: only subscribed names, removal of one that goes.
+	byName := stream.NewDeltaSubscription([]string{"a"}, nil, nil, false)
+	ch2 := make(chan cache.DeltaResponse, 1)
+	_, _ = c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: resourcev3.ClusterType}, byName, ch2)
+	r = <-ch2
+	byName.SetReturnedResources(r.GetReturnedResources())
+	_, _ = c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: "1"}, byName, ch2)
+	mustUpdate(t, c, nil, "a")
+	r = <-ch2
+	out, _ = r.GetDeltaDiscoveryResponse()
+	if !slices.Equal(out.GetRemovedResources(), []string{"a"}) || len(out.GetResources()) != 0 {
+		t.Fatalf("after removing a: %v", out)
+	}
+}
+
+// TestCacheEncodesOncePerVersion: many watches share one encoding.
+func TestCacheEncodesOncePerVersion(t *testing.T) {
+	c := NewCache(nil)
+	var subs []stream.Subscription
+	var chans []chan cache.Response
+	for range 100 {
+		sub := stream.NewSotwSubscription(nil, true)
+		ch := make(chan cache.Response, 1)
+		_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.ClusterType, ResponseNonce: "x"}, sub, ch)
+		subs, chans = append(subs, sub), append(chans, ch)
+	}
+	before := c.Encodes()
+	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1)})
+	if got := c.Encodes() - before; got != 1 {
+		t.Errorf("%d encodes for one resource and 100 watches, want 1", got)
+	}
+	var first *discovery.DiscoveryResponse
+	for _, ch := range chans {
+		out := recvSotw(t, ch)
+		if out == nil {
+			t.Fatal("a watch was not answered")
+		}
+		if first == nil {
+			first = out
+		} else if out.GetResources()[0] != first.GetResources()[0] {
+			t.Error("watches got different encodings of one resource")
+		}
+	}
+	_ = subs
+}
