@@ -174,7 +174,11 @@ func TestXDSDelta(t *testing.T) {
 	// as removals, and nothing unchanged is resent.
 	f.setEndpoints("east", "net1", "z-east", nil, backend{"10.0.0.1", 8080}, backend{"10.0.0.2", 8080})
 	view := resources.View{Network: "net1", Locality: resources.Locality{Region: "r-east", Zone: "z-east"}}.Key()
-	f.waitServed(t, resourcev3.EndpointType, view, echoCluster)
+	// Wait for this content: a push sends CDS before it updates EDS, so the
+	// old assignment can still be there for a moment.
+	waitFor(t, "echo's two endpoints in the xDS cache", func() bool {
+		return f.hub.XDS().Cache().Version(resourcev3.EndpointType, view, echoCluster) == edsVersion
+	})
 	d2 := openDelta(t, addr)
 	d2.send(&discovery.DeltaDiscoveryRequest{
 		Node: testNode("delta-2"), TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{echoCluster, "outbound|1||gone.demo.svc.cluster.local"},

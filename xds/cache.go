@@ -140,6 +140,17 @@ func (c *Cache) Names(typeURL, view string) []string {
 	return slices.Sorted(maps.Keys(s.entries))
 }
 
+// Version returns a resource's version in a set, or "" when it is absent.
+func (c *Cache) Version(typeURL, view, name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sets[setKey{typeURL, view}]
+	if s == nil || s.entries[name] == nil {
+		return ""
+	}
+	return s.entries[name].version
+}
+
 func (c *Cache) encode(typeURL, name string, m proto.Message) (*entry, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
