@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/internal/echo"
+	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/spoke/shard"
 )
 
@@ -185,4 +187,46 @@ func TestXDSSplitHorizonThroughGateway(t *testing.T) {
 	// gateway: it never receives west's pod address.
 	f.setEndpoints("east", "net-a", "z-east", nil)
 	eventually(t, c, "west-gateway")
+}
+
+// TestXDSOverTLS: grpc-go's xDS client reaches the hub's xDS port over TLS
+// (its "tls" channel credentials, verifying the hub's certificate).
+func TestXDSOverTLS(t *testing.T) {
+	certs := t.TempDir()
+	if err := pki.WriteLocal(certs, "cluster.local", []string{"east"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := hub.DefaultConfig()
+	cfg.Insecure = true
+	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = "127.0.0.1:0", "127.0.0.1:0", ""
+	cfg.XDSCertFile, cfg.XDSKeyFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key")
+	h, err := hub.New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, h.Run)
+	f := &xdsFleet{hub: h, trackers: map[string]*shard.Tracker{}}
+	f.cluster(t, "east", "net1", "z-east", nil, startBackend(t, "127.0.0.35", "east"))
+
+	bootstrap := fmt.Sprintf(`{
+		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "tls", "config": {"ca_certificate_file": %q}}],
+		  "server_features": ["ignore_resource_deletion"]}],
+		"node": {"id": "tls-client", "locality": {"region": "r-east", "zone": "z-east"}, "metadata": {"CLUSTER_ID": "east"}}
+	}`, "localhost:"+portOf(h.XDSAddr().String()), filepath.Join(certs, "ca.crt"))
+	r, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("xds:///echo.demo.svc.cluster.local:8080", grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	eventually(t, healthpb.NewHealthClient(conn), "east")
+}
+
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
 }

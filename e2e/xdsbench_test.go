@@ -48,6 +48,12 @@ const (
 	fanoutNetwork       = "net1"
 	fanoutPort          = 8080
 
+	// Proxies: P, and the smaller P that shows meshfed's encodes do not
+	// depend on it; -short runs the smaller sizes.
+	fanoutProxies      = 1000
+	fanoutProxiesSmall = 100
+	fanoutProxiesShort = 20
+
 	// fanoutChanges are the changes per iteration. The baseline makes the
 	// first fanoutBaselineChanges of the same sequence: at 1,000 proxies
 	// each of its changes costs seconds of CPU, and all 100 would take the
@@ -107,9 +113,9 @@ type fanoutResult struct {
 // meshfed runs at P=1,000 and P=100, to show that its encodes per change
 // do not depend on P.
 func BenchmarkXDSFanout(b *testing.B) {
-	large, small := 1000, 100
+	large, small := fanoutProxies, fanoutProxiesSmall
 	if testing.Short() {
-		large, small = 100, 20
+		large, small = fanoutProxiesSmall, fanoutProxiesShort
 	}
 	runs := []fanoutRun{
 		{"meshfed", large, fanoutChanges},
