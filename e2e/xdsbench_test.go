@@ -131,26 +131,33 @@ func BenchmarkXDSFanout(b *testing.B) {
 			if m := results[fanoutRun{"meshfed", run.proxies, fanoutChanges}]; run.server == "baseline" && m != nil {
 				b.ReportMetric(ratio(r.cpu, m.cpu), "cpu-x-meshfed")
 				b.ReportMetric(ratio(r.p99, m.p99), "p99-x-meshfed")
+				// A benchmark's own log is always printed; its parent's is not.
+				b.Log(fanoutTable(m, r))
 			}
 		})
 	}
-	var tab strings.Builder
-	fmt.Fprintf(&tab, "\n%-8s %-9s %8s %8s %8s %11s %9s %11s %11s %9s %8s", "proxies", "server", "changes", "p50-ms", "p99-ms", "cpu-ms/chg", "push-ms", "allocs/chg", "encodes/chg", "KB/chg", "resp/chg")
-	for _, p := range []int{large, small} {
-		m, base := results[fanoutRun{"meshfed", p, fanoutChanges}], results[fanoutRun{"baseline", p, fanoutBaselineChanges}]
-		for _, run := range []fanoutRun{{"meshfed", p, fanoutChanges}, {"baseline", p, fanoutBaselineChanges}} {
-			if r := results[run]; r != nil {
-				fmt.Fprintf(&tab, "\n%-8d %-9s %8d %8.1f %8.1f %11.1f %9.2f %11.0f %11.1f %9.1f %8.1f", p, run.server, run.changes,
-					ms(r.p50), ms(r.p99), ms(r.cpu), ms(r.push), r.allocs, r.encodes, r.bytes/1024, r.responses)
-			}
+}
+
+// fanoutTable compares meshfed's and the baseline's figures at one P.
+func fanoutTable(m, base *fanoutResult) string {
+	var t strings.Builder
+	fmt.Fprintf(&t, "\n%-9s %8s %8s %11s %9s %11s %11s %9s %9s", "server", "p50-ms", "p99-ms", "cpu-ms/chg", "push-ms", "allocs/chg", "encodes/chg", "KiB/chg", "resp/chg")
+	for _, row := range []struct {
+		name string
+		r    *fanoutResult
+	}{{"meshfed", m}, {"baseline", base}} {
+		r := row.r
+		push := "-" // the baseline has no push of its own to time
+		if r.push > 0 {
+			push = fmt.Sprintf("%.1f", ms(r.push))
 		}
-		if m != nil && base != nil {
-			fmt.Fprintf(&tab, "\n%-8d %-9s %8s %7.1fx %7.1fx %10.1fx %9s %10.1fx %10.1fx %8.1fx %7.1fx", p, "base/mf", "",
-				ratio(base.p50, m.p50), ratio(base.p99, m.p99), ratio(base.cpu, m.cpu), "",
-				base.allocs/m.allocs, base.encodes/m.encodes, base.bytes/m.bytes, base.responses/m.responses)
-		}
+		fmt.Fprintf(&t, "\n%-9s %8.1f %8.1f %11.1f %9s %11.0f %11.1f %9.1f %9.1f", row.name,
+			ms(r.p50), ms(r.p99), ms(r.cpu), push, r.allocs, r.encodes, r.bytes/1024, r.responses)
 	}
-	b.Log(tab.String())
+	fmt.Fprintf(&t, "\n%-9s %7.1fx %7.1fx %10.1fx %9s %10.1fx %10.1fx %8.1fx %8.1fx", "base/mesh",
+		ratio(base.p50, m.p50), ratio(base.p99, m.p99), ratio(base.cpu, m.cpu), "",
+		base.allocs/m.allocs, base.encodes/m.encodes, base.bytes/m.bytes, base.responses/m.responses)
+	return t.String()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -162,11 +169,21 @@ func ratio(a, b time.Duration) float64 {
 	return float64(a) / float64(b)
 }
 
-// runFanout sets up the clusterset, the server and p clients, then
+// fanoutBench is one sub-benchmark's clusterset, server and clients.
+type fanoutBench struct {
+	run         fanoutRun
+	conns       []*registry.Conn // by cluster
+	versions    []uint64         // shard versions, by cluster
+	st          *fanoutState
+	subscribers map[string][]int // cluster name → client indices
+	metrics     *prometheus.Registry
+	encodes     func() int64 // meshfed's; nil for the baseline
+}
+
+// runFanout sets up the clusterset, the server and the clients, then
 // measures the changes.
 func runFanout(b *testing.B, run fanoutRun) *fanoutResult {
 	b.Helper()
-	p := run.proxies
 	ctx, cancel := context.WithCancel(b.Context())
 	g, ctx := errgroup.WithContext(ctx)
 	var clientConns []*grpc.ClientConn
@@ -181,23 +198,22 @@ func runFanout(b *testing.B, run fanoutRun) *fanoutResult {
 		}
 	})
 
+	f := &fanoutBench{run: run, st: &fanoutState{poke: make(chan struct{}, 1)}, subscribers: map[string][]int{}, metrics: prometheus.NewRegistry()}
 	reg := registry.New(registry.Limits{}, nil, testLogger(b))
-	conns, versions := fanoutRegistry(b, reg)
+	f.conns, f.versions = fanoutRegistry(b, reg)
 	checkDecoder(b, reg.Current())
-	specs := fanoutSpecs(p)
+	specs := fanoutSpecs(run.proxies)
 
 	var addr string
-	var encodes func() int64 // nil: count the resources clients received
-	metrics := prometheus.NewRegistry()
 	switch run.server {
 	case "meshfed":
 		cfg := xds.Config{Addr: "127.0.0.1:0", PushInterval: hub.DefaultConfig().XDSPushInterval}
-		srv, err := xds.New(cfg, metrics, testLogger(b))
+		srv, err := xds.New(cfg, f.metrics, testLogger(b))
 		if err != nil {
 			b.Fatal(err)
 		}
 		g.Go(func() error { return srv.Run(ctx, fanoutSnapshot{reg.Current()}) })
-		addr, encodes = srv.Addr().String(), srv.Cache().Encodes
+		addr, f.encodes = srv.Addr().String(), srv.Cache().Encodes
 	case "baseline":
 		bs, err := newBaseline(ctx, specs)
 		if err != nil {
@@ -210,109 +226,75 @@ func runFanout(b *testing.B, run fanoutRun) *fanoutResult {
 		addr = bs.lis.Addr().String()
 	}
 
-	st := &fanoutState{poke: make(chan struct{}, 1)}
 	for i, s := range specs {
 		c := newFanoutClient(i, s)
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(st))
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(f.st))
 		if err != nil {
 			b.Fatal(err)
 		}
 		clientConns = append(clientConns, conn)
-		g.Go(func() error { return c.run(ctx, discovery.NewAggregatedDiscoveryServiceClient(conn), st) })
+		g.Go(func() error { return c.run(ctx, discovery.NewAggregatedDiscoveryServiceClient(conn), f.st) })
+		for _, svc := range s.services {
+			f.subscribers[fanoutClusterName(svc)] = append(f.subscribers[fanoutClusterName(svc)], i)
+		}
 	}
 	setup, cancelSetup := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelSetup()
-	if err := st.await(setup, func() bool { return st.ready.Load() == int64(p) }); err != nil {
-		b.Fatalf("waiting for %d clients' initial resources (%d ready): %v", p, st.ready.Load(), err)
+	if err := f.st.await(setup, func() bool { return f.st.ready.Load() == int64(run.proxies) }); err != nil {
+		b.Fatalf("waiting for %d clients' initial resources (%d ready): %v", run.proxies, f.st.ready.Load(), err)
 	}
+	return f.measure(ctx, b)
+}
 
-	subscribers := map[string][]int{} // cluster name → client indices
-	for i, s := range specs {
-		for _, svc := range s.services {
-			subscribers[fanoutClusterName(svc)] = append(subscribers[fanoutClusterName(svc)], i)
-		}
-	}
-
+// measure applies the changes and computes the per-change figures.
+func (f *fanoutBench) measure(ctx context.Context, b *testing.B) *fanoutResult {
+	b.Helper()
+	st := f.st
 	var latencies []time.Duration
-	change := 0
+	changes := 0
 	ready := false // what the changes of this round set: rounds alternate
 	b.ReportAllocs()
 	var ms0, ms1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms0)
-	cpu0, enc0, bytes0, resp0, res0 := cpuTime(b), int64(0), st.bytes.Load(), st.responses.Load(), st.resources.Load()
-	if encodes != nil {
-		enc0 = encodes()
+	cpu0, bytes0, resp0, res0 := cpuTime(b), st.bytes.Load(), st.responses.Load(), st.resources.Load()
+	var enc0 int64
+	if f.encodes != nil {
+		enc0 = f.encodes()
 	}
-	pushes0, pushTime0 := pushSeconds(b, metrics)
+	pushes0, pushTime0 := pushSeconds(b, f.metrics)
 	for b.Loop() {
-		for j := range run.changes {
-			change++
-			svc, cluster, ep := j, j%fanoutClusters, (j/fanoutClusters)%fanoutEndpoints
-			name := fanoutClusterName(svc)
-			subs := subscribers[name]
-			probe := &fanoutProbe{
-				change: change, cluster: name, address: fanoutAddress(cluster, svc, ep), present: ready,
-				received: make([]time.Time, p), done: make(chan struct{}),
-			}
-			probe.remaining.Store(int64(len(subs)))
-			if len(subs) == 0 {
-				close(probe.done)
-			}
-			// The responses a change must cause: meshfed sends only the
-			// changed EDS resource, to its subscribers; the baseline's
-			// snapshot version changes for every node and type.
-			want := st.responses.Load() + int64(len(subs))
-			if run.server == "baseline" {
-				want = st.responses.Load() + int64(len(fanoutTypes)*p)
-			}
-			st.probe.Store(probe)
-
-			endpoint := fanoutEndpoint(cluster, svc, ep)
-			endpoint.Ready = ready
-			versions[cluster]++
-			if err := conns[cluster].Apply("bench", &federationpb.ShardUpdate{Version: versions[cluster], Endpoints: []*federationpb.Endpoint{endpoint}}); err != nil {
-				b.Fatal(err)
-			}
-			applied := time.Now()
-
-			wait, cancelWait := context.WithTimeout(ctx, 30*time.Second)
-			err := st.await(wait, func() bool { return isClosed(probe.done) && st.responses.Load() >= want })
-			cancelWait()
-			if err != nil {
-				b.Fatalf("change %d (%s, %s ready=%v): %d of %d subscribers saw it; %d responses so far, want %d: %v",
-					change, name, probe.address, ready, int64(len(subs))-probe.remaining.Load(), len(subs), st.responses.Load(), want, err)
-			}
-			for _, i := range subs {
-				latencies = append(latencies, max(probe.received[i].Sub(applied), 0))
-			}
+		for j := range f.run.changes {
+			changes++
+			latencies = append(latencies, f.change(ctx, b, changes, j, ready)...)
 		}
 		ready = !ready
 	}
-	if run.server == "meshfed" {
+	if f.run.server == "meshfed" {
 		// The subscribers of the last change may have their EDS before
-		// every view's is encoded: let the push finish.
-		awaitPushes(b, ctx, metrics, pushes0+uint64(change))
+		// every view's is encoded: let the push finish. Each change is one
+		// push, since the next is applied only once the last is delivered.
+		awaitPushes(ctx, b, f.metrics, pushes0+uint64(changes))
 	}
 	cpu := cpuTime(b) - cpu0
 	runtime.ReadMemStats(&ms1)
-	changes := float64(change)
 
+	n := float64(changes)
 	r := &fanoutResult{
-		cpu:       time.Duration(float64(cpu) / changes),
-		allocs:    float64(ms1.Mallocs-ms0.Mallocs) / changes,
-		bytes:     float64(st.bytes.Load()-bytes0) / changes,
-		responses: float64(st.responses.Load()-resp0) / changes,
+		cpu:       time.Duration(float64(cpu) / n),
+		allocs:    float64(ms1.Mallocs-ms0.Mallocs) / n,
+		bytes:     float64(st.bytes.Load()-bytes0) / n,
+		responses: float64(st.responses.Load()-resp0) / n,
 	}
-	if pushes, pushTime := pushSeconds(b, metrics); pushes > pushes0 {
-		r.push = time.Duration((pushTime - pushTime0) / float64(pushes-pushes0) * float64(time.Second))
-		b.ReportMetric(ms(r.push), "push-ms")
-	}
-	if encodes != nil {
-		r.encodes = float64(encodes()-enc0) / changes
+	if f.encodes != nil {
+		r.encodes = float64(f.encodes()-enc0) / n
 	} else {
 		// go-control-plane marshals every resource of every response anew.
-		r.encodes = float64(st.resources.Load()-res0) / changes
+		r.encodes = float64(st.resources.Load()-res0) / n
+	}
+	if pushes, pushTime := pushSeconds(b, f.metrics); pushes > pushes0 {
+		r.push = time.Duration((pushTime - pushTime0) / float64(pushes-pushes0) * float64(time.Second))
+		b.ReportMetric(ms(r.push), "push-ms")
 	}
 	slices.Sort(latencies)
 	if n := len(latencies); n > 0 {
@@ -327,6 +309,55 @@ func runFanout(b *testing.B, run fanoutRun) *fanoutResult {
 	b.ReportMetric(r.bytes, "bytes/change")
 	b.ReportMetric(r.responses, "responses/change")
 	return r
+}
+
+// change applies the j-th change of the sequence (numbered id overall):
+// service j's endpoint in cluster j%10 becomes ready or not. It waits until
+// every subscriber has seen it and every response it causes has arrived,
+// and returns each subscriber's latency from the registry's apply.
+func (f *fanoutBench) change(ctx context.Context, b *testing.B, id, j int, ready bool) []time.Duration {
+	b.Helper()
+	st := f.st
+	svc, cluster, ep := j, j%fanoutClusters, (j/fanoutClusters)%fanoutEndpoints
+	name := fanoutClusterName(svc)
+	subs := f.subscribers[name]
+	probe := &fanoutProbe{
+		change: id, cluster: name, address: fanoutAddress(cluster, svc, ep), present: ready,
+		received: make([]time.Time, f.run.proxies), done: make(chan struct{}),
+	}
+	probe.remaining.Store(int64(len(subs)))
+	if len(subs) == 0 {
+		close(probe.done)
+	}
+	// The responses the change must cause: meshfed sends the changed EDS
+	// resource to its subscribers; the baseline's new snapshot version
+	// changes every type for every node.
+	want := st.responses.Load() + int64(len(subs))
+	if f.run.server == "baseline" {
+		want = st.responses.Load() + int64(len(fanoutTypes)*f.run.proxies)
+	}
+	st.probe.Store(probe)
+
+	endpoint := fanoutEndpoint(cluster, svc, ep)
+	endpoint.Ready = ready
+	f.versions[cluster]++
+	update := &federationpb.ShardUpdate{Version: f.versions[cluster], Endpoints: []*federationpb.Endpoint{endpoint}}
+	if err := f.conns[cluster].Apply("bench", update); err != nil {
+		b.Fatal(err)
+	}
+	applied := time.Now()
+
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := st.await(wait, func() bool { return isClosed(probe.done) && st.responses.Load() >= want }); err != nil {
+		b.Fatalf("change %d (%s, %s ready=%v): %d of %d subscribers saw it; %d responses so far, want %d: %v",
+			id, name, probe.address, ready, int64(len(subs))-probe.remaining.Load(), len(subs), st.responses.Load(), want, err)
+	}
+	out := make([]time.Duration, 0, len(subs))
+	for _, i := range subs {
+		out = append(out, max(probe.received[i].Sub(applied), 0))
+	}
+	return out
 }
 
 // pushSeconds reads meshfed's push histogram: pushes and their total
@@ -348,7 +379,7 @@ func pushSeconds(b *testing.B, reg *prometheus.Registry) (count uint64, sum floa
 
 // awaitPushes waits until meshfed has completed n pushes. Nothing a client
 // sees marks the end of a push, so this polls the server's metric.
-func awaitPushes(b *testing.B, ctx context.Context, reg *prometheus.Registry, n uint64) {
+func awaitPushes(ctx context.Context, b *testing.B, reg *prometheus.Registry, n uint64) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -390,7 +421,8 @@ func fanoutHost(svc int) string {
 	return fmt.Sprintf("svc-%02d.bench.svc.cluster.local", svc)
 }
 
-func fanoutClusterName(svc int) string  { return resources.ClusterName(fanoutPort, fanoutHost(svc)) }
+func fanoutClusterName(svc int) string { return resources.ClusterName(fanoutPort, fanoutHost(svc)) }
+
 func fanoutListenerName(svc int) string { return resources.ListenerName(fanoutHost(svc), fanoutPort) }
 
 func fanoutClusterID(c int) string { return fmt.Sprintf("c%02d", c) }
@@ -486,11 +518,13 @@ type fanoutState struct {
 var _ stats.Handler = (*fanoutState)(nil)
 
 func (s *fanoutState) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
 func (s *fanoutState) HandleRPC(_ context.Context, st stats.RPCStats) {
 	if in, ok := st.(*stats.InPayload); ok {
 		s.bytes.Add(int64(in.WireLength))
 	}
 }
+
 func (s *fanoutState) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (s *fanoutState) HandleConn(context.Context, stats.ConnStats)                       {}
 

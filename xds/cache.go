@@ -18,8 +18,12 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
+// Encoded is one resource, encoded once; several sets may share it.
+type Encoded = entry
+
 // entry is one resource, encoded once.
 type entry struct {
+	name    string
 	version string // a hash of the encoding: stable across restarts and replicas
 	any     *anypb.Any
 	res     *discovery.Resource // the delta form, sharing any
@@ -84,14 +88,21 @@ func (c *Cache) Encodes() int64 { return c.encodes.Load() }
 // set that now differ. Upserts whose encoding did not change are no-ops.
 // It reports whether the set changed.
 func (c *Cache) Update(typeURL, view string, upserts map[string]proto.Message, removals []string) (bool, error) {
-	encoded := make(map[string]*entry, len(upserts))
+	encoded := make([]*entry, 0, len(upserts))
 	for name, m := range upserts {
-		e, err := c.encode(typeURL, name, m)
+		e, err := c.Encode(typeURL, name, m)
 		if err != nil {
 			return false, err
 		}
-		encoded[name] = e
+		encoded = append(encoded, e)
 	}
+	return c.Apply(typeURL, view, encoded, removals), nil
+}
+
+// Apply puts already encoded resources in a set (sharing them with any
+// other set that has them), drops removals, and answers the watches of the
+// set that now differ. It reports whether the set changed.
+func (c *Cache) Apply(typeURL, view string, upserts []*Encoded, removals []string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := setKey{typeURL, view}
@@ -101,9 +112,9 @@ func (c *Cache) Update(typeURL, view string, upserts map[string]proto.Message, r
 		c.sets[k] = s
 	}
 	changed := false
-	for name, e := range encoded {
-		if old, ok := s.entries[name]; !ok || old.version != e.version {
-			s.entries[name] = e
+	for _, e := range upserts {
+		if old, ok := s.entries[e.name]; !ok || old.version != e.version {
+			s.entries[e.name] = e
 			changed = true
 		}
 	}
@@ -114,12 +125,12 @@ func (c *Cache) Update(typeURL, view string, upserts map[string]proto.Message, r
 		}
 	}
 	if !changed && s.version != "" {
-		return false, nil
+		return false
 	}
 	c.version++
 	s.version = strconv.FormatUint(c.version, 10)
 	c.notifyLocked(k, s)
-	return true, nil
+	return true
 }
 
 // DropView forgets a view's set once no proxy uses it.
@@ -151,7 +162,8 @@ func (c *Cache) Version(typeURL, view, name string) string {
 	return s.entries[name].version
 }
 
-func (c *Cache) encode(typeURL, name string, m proto.Message) (*entry, error) {
+// Encode encodes a resource once, for Apply.
+func (c *Cache) Encode(typeURL, name string, m proto.Message) (*Encoded, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -160,7 +172,7 @@ func (c *Cache) encode(typeURL, name string, m proto.Message) (*entry, error) {
 	sum := sha256.Sum256(b)
 	a := &anypb.Any{TypeUrl: typeURL, Value: b}
 	v := hex.EncodeToString(sum[:8])
-	return &entry{version: v, any: a, res: &discovery.Resource{Name: name, Version: v, Resource: a}}, nil
+	return &entry{name: name, version: v, any: a, res: &discovery.Resource{Name: name, Version: v, Resource: a}}, nil
 }
 
 func (c *Cache) notifyLocked(k setKey, s *set) {
@@ -215,12 +227,11 @@ func (c *Cache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription
 	w := &deltaWatch{req: req, sub: sub, ch: ch}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.sets[k]
-	first := req.GetResponseNonce() == "" && sub.IsWildcard()
-	if s == nil && first {
-		s = &set{} // a wildcard client is answered at once, even with nothing
-	}
-	if s != nil {
+	// A wildcard client is answered at once, even with nothing, once its
+	// set exists. Until then (a view being built) it waits: an empty answer
+	// would tell a reconnecting client that everything it has is gone.
+	if s := c.sets[k]; s != nil {
+		first := req.GetResponseNonce() == "" && sub.IsWildcard()
 		if resp := deltaResponse(w, s, first); resp != nil {
 			ch <- resp
 			return func() {}, nil

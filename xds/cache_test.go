@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-
 func cluster(name string, seconds int64) *clusterv3.Cluster {
 	return &clusterv3.Cluster{Name: name, ConnectTimeout: &durationpb.Duration{Seconds: seconds}}
 }
@@ -117,7 +116,11 @@ func TestCacheDelta(t *testing.T) {
 	}
 	sub.SetReturnedResources(r.GetReturnedResources())
 
-	// A wildcard client is answered at once even when there is nothing.
+	// A wildcard client is answered at once even when there is nothing,
+	// once the set exists.
+	if _, err := c.Update("type.googleapis.com/istio.workload.Address", "", nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	empty := make(chan cache.DeltaResponse, 1)
 	_, _ = c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: "type.googleapis.com/istio.workload.Address"},
 		stream.NewDeltaSubscription(nil, nil, nil, true), empty)

@@ -30,7 +30,7 @@ type proxyState struct {
 	Delta       bool                  `json:"delta"`
 	ConnectedAt time.Time             `json:"connectedAt"`
 	Types       map[string]*typeState `json:"types"`
-	view        string
+	views       []viewKey             // the shared views this stream holds
 	nodes       []*core.Node
 }
 
@@ -80,26 +80,32 @@ func (s *Server) request(id streamID, node *core.Node, typeURL string, names int
 			s.log.Warn("proxy refused", "err", err)
 			return err
 		}
-		p = &proxyState{Proxy: proxy, Delta: id.delta, ConnectedAt: time.Now(), Types: map[string]*typeState{}, view: proxy.View().Key()}
+		p = &proxyState{Proxy: proxy, Delta: id.delta, ConnectedAt: time.Now(), Types: map[string]*typeState{}}
 		s.proxies[id] = p
-		v := s.views[p.view]
-		if v == nil {
-			v = &viewState{view: proxy.View()}
-			s.views[p.view] = v
-			s.signal()
-		}
-		v.refs++
 		s.metrics.proxies.Inc()
 		s.log.Debug("proxy connected", "proxy", proxy.ID, "cluster", proxy.Cluster, "network", proxy.Network, "delta", id.delta)
 	}
 	if node != nil && !slices.Contains(p.nodes, node) {
 		p.nodes = append(p.nodes, node)
-		s.nodes[node] = p.view
+		s.nodes[node] = p
 	}
 	t := p.Types[typeURL]
 	if t == nil {
 		t = &typeState{}
 		p.Types[typeURL] = t
+		// The first request of a per-view type: hold the view, so that the
+		// push loop builds it if nobody else uses it yet.
+		if typeURL == resourcev3.EndpointType || typeURL == AddressType {
+			vk := viewFor(typeURL, p.Proxy)
+			v := s.views[vk]
+			if v == nil {
+				v = &viewState{view: p.View()}
+				s.views[vk] = v
+				s.signal()
+			}
+			v.refs++
+			p.views = append(p.views, vk)
+		}
 	}
 	t.Subscribed, t.Wildcard = names, wildcard && (typeURL == resourcev3.ListenerType || typeURL == resourcev3.ClusterType)
 	switch {
@@ -135,11 +141,13 @@ func (s *Server) closed(id streamID) {
 	for _, n := range p.nodes {
 		delete(s.nodes, n)
 	}
-	if v := s.views[p.view]; v != nil {
-		v.refs--
-		if v.refs == 0 {
-			delete(s.views, p.view)
-			s.signal()
+	for _, vk := range p.views {
+		if v := s.views[vk]; v != nil {
+			v.refs--
+			if v.refs == 0 {
+				delete(s.views, vk)
+				s.signal()
+			}
 		}
 	}
 	s.metrics.proxies.Dec()

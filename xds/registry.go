@@ -12,6 +12,10 @@ type Snapshot interface {
 	Service(key string) (*federation.ServiceView, bool)
 	// Clusters returns every known cluster (with its gateways), sorted by ID.
 	Clusters() []*federation.ClusterInfo
+	// Workload returns a workload by its key (cluster/uid); Workloads lists
+	// them all, sorted.
+	Workload(key string) (*federation.TaggedWorkload, bool)
+	Workloads() []*federation.TaggedWorkload
 	// Changes says what changed since the previous revision.
 	Changes() federation.Changes
 	// Done is closed when a newer snapshot exists; Next returns it then.

@@ -27,12 +27,15 @@ import (
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/xds/resources"
+	"github.com/meshfed/meshfed/xds/workloads"
 )
 
 // Config configures the xDS server.
 type Config struct {
 	// Addr is where proxies connect.
 	Addr string
+	// TrustDomain is the workloads' trust domain when their cluster names none.
+	TrustDomain string
 	// PushInterval is the adaptive debounce: a change after a quiet period
 	// is pushed at once; changes closer together than this coalesce into
 	// one push per interval.
@@ -56,15 +59,29 @@ type Server struct {
 
 	mu      sync.Mutex
 	proxies map[streamID]*proxyState
-	nodes   map[*core.Node]string // node → EDS view key
-	views   map[string]*viewState
-	wake    chan struct{} // the push loop has views to build or drop
+	nodes   map[*core.Node]*proxyState
+	views   map[viewKey]*viewState // views some proxy uses
+	wake    chan struct{}          // the push loop has views to build or drop
 
 	// Owned by the push loop.
 	generated map[string]*generatedNames // service key → names it produced
-	built     map[string]resources.View  // views whose EDS is built
+	built     map[viewKey]*viewState     // views whose sets are built
 	gateways  map[federation.NetworkID][]*federationpb.Gateway
 	networks  map[federation.ClusterID]federation.NetworkID
+	addresses *workloads.Builder
+	addrItems map[string]addrItem // current workload API resources, encoded
+}
+
+// viewKey names a set of one type that some proxies share: EDS per view
+// (network and locality), workload addresses per network.
+type viewKey struct {
+	typeURL string
+	key     string
+}
+
+type addrItem struct {
+	item    workloads.Item
+	encoded *Encoded
 }
 
 type generatedNames struct {
@@ -73,9 +90,15 @@ type generatedNames struct {
 }
 
 type viewState struct {
-	view resources.View
+	view resources.View // its network alone matters for addresses
 	refs int
 }
+
+// Type URLs of Istio ambient's workload API.
+const (
+	AddressType       = "type.googleapis.com/istio.workload.Address"
+	AuthorizationType = "type.googleapis.com/istio.security.Authorization"
+)
 
 // New returns a server listening on cfg.Addr.
 func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
@@ -89,11 +112,13 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, erro
 		cfg:       cfg,
 		log:       log,
 		proxies:   map[streamID]*proxyState{},
-		nodes:     map[*core.Node]string{},
-		views:     map[string]*viewState{},
+		nodes:     map[*core.Node]*proxyState{},
+		views:     map[viewKey]*viewState{},
 		wake:      make(chan struct{}, 1),
 		generated: map[string]*generatedNames{},
-		built:     map[string]resources.View{},
+		built:     map[viewKey]*viewState{},
+		addresses: workloads.NewBuilder(cfg.TrustDomain),
+		addrItems: map[string]addrItem{},
 	}
 	s.cache = NewCache(s.viewOf)
 	s.metrics = newMetrics(reg, s)
@@ -130,7 +155,10 @@ func (s *Server) Run(ctx context.Context, initial Snapshot) error {
 		gcpconfig.DeactivateLegacyWildcardForTypes([]string{resourcev3.EndpointType, resourcev3.RouteType}))
 	discovery.RegisterAggregatedDiscoveryServiceServer(s.grpc, srv)
 
-	s.push(initial, nil, true)
+	// Authorization policies are not federated yet, but ztunnel is not ready
+	// before it has a response for them.
+	s.update(AuthorizationType, "", nil, nil)
+	s.push(initial, nil, nil, true)
 	errc := make(chan error, 1)
 	go func() { errc <- s.grpc.Serve(s.lis) }()
 	s.log.Info("xds serving", "addr", s.Addr().String(), "tls", s.cfg.TLS != nil)
@@ -165,17 +193,17 @@ func (s *Server) loop(ctx context.Context, snap Snapshot) {
 			}
 		}
 		changed := map[string]struct{}{}
-		clusters := false
+		var workloadKeys []string
 		for next := snap.Next(); next != nil; next = snap.Next() {
 			snap = next
 			ch := snap.Changes()
 			for _, k := range ch.Services {
 				changed[k] = struct{}{}
 			}
-			clusters = clusters || ch.Clusters
+			workloadKeys = append(workloadKeys, ch.Workloads...)
 		}
 		start := time.Now()
-		s.push(snap, changed, clusters)
+		s.push(snap, changed, workloadKeys, false)
 		last = time.Now()
 		s.metrics.pushes.Inc()
 		s.metrics.pushTime.Observe(last.Sub(start).Seconds())
@@ -183,7 +211,7 @@ func (s *Server) loop(ctx context.Context, snap Snapshot) {
 }
 
 // push regenerates what changed. all regenerates everything.
-func (s *Server) push(snap Snapshot, changed map[string]struct{}, all bool) {
+func (s *Server) push(snap Snapshot, changed map[string]struct{}, workloadKeys []string, all bool) {
 	clusters := snap.Clusters()
 	s.clusters.Store(&clusters)
 	gateways := resources.GatewaysByNetwork(clusters, federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
@@ -249,9 +277,60 @@ func (s *Server) push(snap Snapshot, changed map[string]struct{}, all bool) {
 			edsKeys[k] = struct{}{}
 		}
 	}
-	for key, view := range s.built {
-		s.update(resourcev3.EndpointType, key, s.loadAssignments(snap, edsKeys, view), removed[resourcev3.EndpointType])
+	for k, v := range s.built {
+		if k.typeURL == resourcev3.EndpointType {
+			s.update(resourcev3.EndpointType, k.key, s.loadAssignments(snap, edsKeys, v.view), removed[resourcev3.EndpointType])
+		}
 	}
+	s.pushAddresses(snap, slices.Collect(maps.Keys(changed)), workloadKeys, all)
+}
+
+// pushAddresses regenerates the workload API resources a change touches,
+// encodes each once and hands it to the networks that see it.
+func (s *Server) pushAddresses(snap Snapshot, services, workloadKeys []string, all bool) {
+	items := s.addresses.Push(snap, services, workloadKeys, all)
+	if len(items) == 0 {
+		return
+	}
+	var changed []addrItem
+	for _, it := range items {
+		if it.Message == nil {
+			delete(s.addrItems, it.Name)
+			changed = append(changed, addrItem{item: it})
+			continue
+		}
+		e, err := s.cache.Encode(AddressType, it.Name, it.Message)
+		if err != nil {
+			s.log.Error("encode workload address", "name", it.Name, "err", err)
+			continue
+		}
+		if old, ok := s.addrItems[it.Name]; ok && old.encoded.version == e.version && sameScope(old.item, it) {
+			continue
+		}
+		ai := addrItem{item: it, encoded: e}
+		s.addrItems[it.Name] = ai
+		changed = append(changed, ai)
+	}
+	for k, v := range s.built {
+		if k.typeURL != AddressType {
+			continue
+		}
+		var upserts []*Encoded
+		var removals []string
+		for _, ai := range changed {
+			if ai.item.Visible(v.view.Network) {
+				upserts = append(upserts, ai.encoded)
+			} else {
+				removals = append(removals, ai.item.Name)
+			}
+		}
+		s.cache.Apply(AddressType, k.key, upserts, removals)
+	}
+}
+
+func sameScope(a, b workloads.Item) bool {
+	eq := func(x, y *federation.NetworkID) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	return eq(a.Only, b.Only) && eq(a.Except, b.Except)
 }
 
 func (s *Server) update(typ, view string, upserts map[string]proto.Message, removals []string) {
@@ -283,30 +362,41 @@ func (s *Server) loadAssignments(snap Snapshot, keys map[string]struct{}, view r
 	return out
 }
 
-// syncViews builds the EDS of new views and drops unused ones.
+// syncViews builds the sets of new views and drops unused ones.
 func (s *Server) syncViews(snap Snapshot) {
 	s.mu.Lock()
-	want := map[string]resources.View{}
+	want := map[viewKey]*viewState{}
 	for k, v := range s.views {
-		want[k] = v.view
+		want[k] = &viewState{view: v.view}
 	}
 	s.mu.Unlock()
 	for k := range s.built {
 		if _, ok := want[k]; !ok {
 			delete(s.built, k)
-			s.cache.DropView(resourcev3.EndpointType, k)
+			s.cache.DropView(k.typeURL, k.key)
 		}
 	}
-	keys := map[string]struct{}{}
+	services := map[string]struct{}{}
 	for k := range s.generated {
-		keys[k] = struct{}{}
+		services[k] = struct{}{}
 	}
 	for k, v := range want {
 		if _, ok := s.built[k]; ok {
 			continue
 		}
 		s.built[k] = v
-		s.update(resourcev3.EndpointType, k, s.loadAssignments(snap, keys, v), nil)
+		switch k.typeURL {
+		case resourcev3.EndpointType:
+			s.update(resourcev3.EndpointType, k.key, s.loadAssignments(snap, services, v.view), nil)
+		case AddressType:
+			var upserts []*Encoded
+			for _, ai := range s.addrItems {
+				if ai.item.Visible(v.view.Network) {
+					upserts = append(upserts, ai.encoded)
+				}
+			}
+			s.cache.Apply(AddressType, k.key, upserts, nil)
+		}
 	}
 }
 
@@ -324,7 +414,7 @@ func without(a, b []string) []string {
 // viewOf maps a request to the set that answers it: EDS by the proxy's
 // view, everything else shared.
 func (s *Server) viewOf(typeURL string, req proto.Message) string {
-	if typeURL != resourcev3.EndpointType {
+	if typeURL != resourcev3.EndpointType && typeURL != AddressType {
 		return ""
 	}
 	var node *core.Node
@@ -336,5 +426,20 @@ func (s *Server) viewOf(typeURL string, req proto.Message) string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.nodes[node]
+	p := s.nodes[node]
+	if p == nil {
+		return ""
+	}
+	return viewFor(typeURL, p.Proxy).key
+}
+
+// viewFor is the view of a type that a proxy shares with others.
+func viewFor(typeURL string, p Proxy) viewKey {
+	switch typeURL {
+	case resourcev3.EndpointType:
+		return viewKey{typeURL, p.View().Key()}
+	case AddressType:
+		return viewKey{typeURL, string(p.Network)}
+	}
+	return viewKey{typeURL, ""}
 }

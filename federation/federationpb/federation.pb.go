@@ -1731,8 +1731,11 @@ type Workload struct {
 	CanonicalName     string `protobuf:"bytes,10,opt,name=canonical_name,json=canonicalName,proto3" json:"canonical_name,omitempty"`
 	CanonicalRevision string `protobuf:"bytes,11,opt,name=canonical_revision,json=canonicalRevision,proto3" json:"canonical_revision,omitempty"`
 	// Overrides the cluster's network (the pod's topology.istio.io/network).
-	Network       string `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"`
-	Ready         bool   `protobuf:"varint,13,opt,name=ready,proto3" json:"ready,omitempty"`
+	Network string `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"`
+	Ready   bool   `protobuf:"varint,13,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Enrolled in ambient mode (annotation ambient.istio.io/redirection:
+	// enabled): reachable over HBONE.
+	Ambient       bool `protobuf:"varint,14,opt,name=ambient,proto3" json:"ambient,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1858,6 +1861,13 @@ func (x *Workload) GetReady() bool {
 	return false
 }
 
+func (x *Workload) GetAmbient() bool {
+	if x != nil {
+		return x.Ambient
+	}
+	return false
+}
+
 var File_federation_federationpb_federation_proto protoreflect.FileDescriptor
 
 const file_federation_federationpb_federation_proto_rawDesc = "" +
@@ -1971,7 +1981,7 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\vWorkloadRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
-	"\x03uid\x18\x03 \x01(\tR\x03uid\"\x92\x03\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\"\xac\x03\n" +
 	"\bWorkload\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1986,7 +1996,8 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	" \x01(\tR\rcanonicalName\x12-\n" +
 	"\x12canonical_revision\x18\v \x01(\tR\x11canonicalRevision\x12\x18\n" +
 	"\anetwork\x18\f \x01(\tR\anetwork\x12\x14\n" +
-	"\x05ready\x18\r \x01(\bR\x05ready*\x8a\x01\n" +
+	"\x05ready\x18\r \x01(\bR\x05ready\x12\x18\n" +
+	"\aambient\x18\x0e \x01(\bR\aambient*\x8a\x01\n" +
 	"\bNackCode\x12\x19\n" +
 	"\x15NACK_CODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11NACK_CODE_INVALID\x10\x01\x12\x18\n" +

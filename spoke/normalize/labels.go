@@ -47,3 +47,7 @@ const (
 	ReasonNoService          = string(mcsv1beta1.ServiceExportReasonNoService)
 	ReasonInvalidServiceType = string(mcsv1beta1.ServiceExportReasonInvalidServiceType)
 )
+
+// AnnotationAmbientRedirection marks a pod enrolled in Istio's ambient
+// mode ("enabled"): its traffic is tunnelled over HBONE by ztunnel.
+const AnnotationAmbientRedirection = "ambient.istio.io/redirection"

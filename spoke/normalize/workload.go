@@ -46,6 +46,7 @@ func Workload(in Inputs, o Options, pod *corev1.Pod) *federationpb.Workload {
 		CanonicalRevision: cmp.Or(labels[LabelCanonicalRevision], version, "latest"),
 		Network:           networkOverride(in, ClusterNetwork(in, o), pod, pod.Namespace),
 		Ready:             podReady(pod),
+		Ambient:           pod.Annotations[AnnotationAmbientRedirection] == "enabled",
 	}
 }
 

@@ -101,6 +101,13 @@ func TestWorkload(t *testing.T) {
 			want: base("db-0", func(w *pb.Workload) { w.CanonicalName = "db" }),
 		},
 		{
+			name: "ambient-enrolled pod",
+			pod: pod("a", nil, func(p *corev1.Pod) {
+				p.Annotations = map[string]string{normalize.AnnotationAmbientRedirection: "enabled"}
+			}),
+			want: base("a", func(w *pb.Workload) { w.Ambient = true }),
+		},
+		{
 			name: "manifest pod: no uid, podIP only, default service account, not ready, unknown node",
 			pod: pod("a", nil, func(p *corev1.Pod) {
 				p.UID = ""

@@ -1,0 +1,512 @@
+package workloads
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	"istio.io/istio/pkg/workloadapi"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// Snapshot is the part of the registry view the builder reads.
+type Snapshot interface {
+	Services() []*federation.ServiceView
+	Service(key string) (*federation.ServiceView, bool)
+	Clusters() []*federation.ClusterInfo
+	Workload(key string) (*federation.TaggedWorkload, bool)
+	Workloads() []*federation.TaggedWorkload
+}
+
+// DefaultHBONEPort is where gateways take HBONE when they say nothing else.
+const DefaultHBONEPort = 15008
+
+// Item is one resource and the networks that see it. A nil Message means
+// the name is gone everywhere.
+type Item struct {
+	Name    string
+	Message proto.Message
+	// Only, when set, restricts the item to one network; Except, when set,
+	// shows it to every network but one. Neither: every network.
+	Only, Except *federation.NetworkID
+}
+
+// Visible reports whether a ztunnel on network sees the item.
+func (it Item) Visible(network federation.NetworkID) bool {
+	switch {
+	case it.Message == nil:
+		return false
+	case it.Only != nil:
+		return *it.Only == network
+	case it.Except != nil:
+		return *it.Except != network
+	}
+	return true
+}
+
+// Builder keeps what lets a push regenerate only the resources a change
+// touches. It is used by one goroutine.
+type Builder struct {
+	trustDomain string // default for clusters that name none
+
+	clusters map[federation.ClusterID]*federation.ClusterInfo
+	gateways map[federation.NetworkID]*gateway // the one gateway per network ztunnels use
+
+	pods     map[string]string            // cluster/ns/pod → workload key
+	podOf    map[string]string            // workload key → cluster/ns/pod
+	svcRefs  map[string]map[string]bool   // service key → workload keys its endpoints reference
+	wlSvcs   map[string]map[string][]port // workload key → service key → ports
+	splits   map[string]bool              // names of the split-horizon workloads last built
+	gwNames  map[string]bool              // names of the gateway workloads last built
+	services map[string][]string          // service key → the Address names it produced
+}
+
+type port struct{ service, target uint32 }
+
+type gateway struct {
+	cluster federation.ClusterID
+	network federation.NetworkID
+	gw      *federationpb.Gateway
+	hbone   uint32
+}
+
+// NewBuilder returns an empty builder.
+func NewBuilder(trustDomain string) *Builder {
+	return &Builder{
+		trustDomain: trustDomain,
+		pods:        map[string]string{}, podOf: map[string]string{},
+		svcRefs: map[string]map[string]bool{}, wlSvcs: map[string]map[string][]port{},
+		splits: map[string]bool{}, gwNames: map[string]bool{}, services: map[string][]string{},
+	}
+}
+
+// ServiceName is a service's resource name: namespace/hostname.
+func ServiceName(namespace, hostname string) string { return namespace + "/" + hostname }
+
+// GatewayUID names a gateway's workload as istiod does.
+func GatewayUID(network federation.NetworkID, address string, port uint32) string {
+	return fmt.Sprintf("NetworkGateway/%s/%s/%d", network, address, port)
+}
+
+// Push returns the items that changed with a snapshot: the services and
+// workloads it names, and everything when all is set or when the
+// clusters' networks or gateways changed.
+func (b *Builder) Push(s Snapshot, services, workloads []string, all bool) []Item {
+	var items []Item
+	if b.setClusters(s.Clusters()) {
+		all = true
+	}
+	if all {
+		services = services[:0:0]
+		for k := range b.services {
+			services = append(services, k)
+		}
+		for _, v := range s.Services() {
+			services = append(services, v.Key)
+		}
+		workloads = workloads[:0:0]
+		for k := range b.podOf {
+			workloads = append(workloads, k)
+		}
+		for _, w := range s.Workloads() {
+			workloads = append(workloads, federation.WorkloadKey(w.Cluster, w.GetUid()))
+		}
+		items = append(items, b.gatewayItems()...)
+	}
+	// Workloads first: services read the pod index.
+	touched := map[string]bool{}
+	for _, k := range dedupe(workloads) {
+		b.indexWorkload(s, k)
+		touched[k] = true
+	}
+	for _, key := range dedupe(services) {
+		v, _ := s.Service(key)
+		for k := range b.reindexService(key, v) {
+			touched[k] = true
+		}
+		items = append(items, b.serviceItems(key, v, s)...)
+	}
+	for _, k := range slices.Sorted(mapsKeys(touched)) {
+		items = append(items, b.workloadItem(s, k))
+	}
+	items = append(items, b.splitItems(s)...)
+	return items
+}
+
+// setClusters records cluster facts and reports whether networks or
+// gateways changed (which changes every workload).
+func (b *Builder) setClusters(clusters []*federation.ClusterInfo) bool {
+	next := make(map[federation.ClusterID]*federation.ClusterInfo, len(clusters))
+	gws := map[federation.NetworkID]*gateway{}
+	for _, c := range clusters {
+		next[c.ID] = c
+		for _, g := range c.Gateways {
+			network := c.Network
+			if g.GetNetwork() != "" {
+				network = federation.NetworkID(g.GetNetwork())
+			}
+			if _, err := netip.ParseAddr(g.GetAddress()); err != nil {
+				continue // ztunnel needs an IP to reach a gateway by network address
+			}
+			gw := &gateway{cluster: c.ID, network: network, gw: g, hbone: DefaultHBONEPort}
+			if g.GetProtocol() == federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE {
+				gw.hbone = g.GetPort()
+			}
+			// One gateway per network, chosen deterministically: HBONE first,
+			// then by cluster and address.
+			if old := gws[network]; old == nil || gatewayLess(gw, old) {
+				gws[network] = gw
+			}
+		}
+	}
+	changed := !maps2Equal(b.gateways, gws) || !sameNetworks(b.clusters, next)
+	b.clusters, b.gateways = next, gws
+	return changed
+}
+
+func gatewayLess(a, b *gateway) bool {
+	ah := a.gw.GetProtocol() == federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE
+	bh := b.gw.GetProtocol() == federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE
+	if ah != bh {
+		return ah
+	}
+	return cmp.Or(cmp.Compare(a.cluster, b.cluster), cmp.Compare(a.gw.GetAddress(), b.gw.GetAddress()), cmp.Compare(a.gw.GetPort(), b.gw.GetPort())) < 0
+}
+
+func maps2Equal(a, b map[federation.NetworkID]*gateway) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, x := range a {
+		y, ok := b[k]
+		if !ok || x.cluster != y.cluster || x.hbone != y.hbone || !proto.Equal(x.gw, y.gw) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameNetworks(a, b map[federation.ClusterID]*federation.ClusterInfo) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, x := range a {
+		if y, ok := b[k]; !ok || x.Network != y.Network || x.TrustDomain != y.TrustDomain {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Builder) trustDomainOf(c federation.ClusterID) string {
+	if info := b.clusters[c]; info != nil && info.TrustDomain != "" {
+		return info.TrustDomain
+	}
+	return b.trustDomain
+}
+
+// gatewayItems emits every gateway as a workload, and removes the ones gone.
+func (b *Builder) gatewayItems() []Item {
+	var items []Item
+	now := map[string]bool{}
+	for _, c := range sortedClusters(b.clusters) {
+		for _, g := range c.Gateways {
+			network := c.Network
+			if g.GetNetwork() != "" {
+				network = federation.NetworkID(g.GetNetwork())
+			}
+			ip, err := netip.ParseAddr(g.GetAddress())
+			if err != nil {
+				continue
+			}
+			hbone := uint32(DefaultHBONEPort)
+			if g.GetProtocol() == federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE {
+				hbone = g.GetPort()
+			}
+			uid := GatewayUID(network, g.GetAddress(), hbone)
+			if now[uid] {
+				continue
+			}
+			now[uid] = true
+			ns, name, _ := strings.Cut(g.GetService(), "/")
+			items = append(items, Item{Name: uid, Message: &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: &workloadapi.Workload{
+				Uid: uid, Name: uid, Namespace: ns, Addresses: [][]byte{ip.AsSlice()}, Network: string(network),
+				TrustDomain: b.trustDomainOf(c.ID), ServiceAccount: name, ClusterId: string(c.ID),
+				TunnelProtocol: workloadapi.TunnelProtocol_HBONE, WorkloadType: workloadapi.WorkloadType_POD,
+			}}}})
+		}
+	}
+	for uid := range b.gwNames {
+		if !now[uid] {
+			items = append(items, Item{Name: uid})
+		}
+	}
+	b.gwNames = now
+	return items
+}
+
+// indexWorkload keeps the pod-name index of one workload up to date.
+func (b *Builder) indexWorkload(s Snapshot, key string) {
+	if old, ok := b.podOf[key]; ok {
+		delete(b.pods, old)
+		delete(b.podOf, key)
+	}
+	if w, ok := s.Workload(key); ok {
+		pk := string(w.Cluster) + "/" + w.GetNamespace() + "/" + w.GetName()
+		b.pods[pk] = key
+		b.podOf[key] = pk
+	}
+}
+
+// reindexService records which workloads a service's endpoints reference
+// and on which ports, and returns the workloads whose services changed.
+func (b *Builder) reindexService(key string, v *federation.ServiceView) map[string]bool {
+	touched := map[string]bool{}
+	for k := range b.svcRefs[key] {
+		touched[k] = true
+		delete(b.wlSvcs[k], key)
+		if len(b.wlSvcs[k]) == 0 {
+			delete(b.wlSvcs, k)
+		}
+	}
+	delete(b.svcRefs, key)
+	if v == nil {
+		return touched
+	}
+	refs := map[string]bool{}
+	for _, c := range v.Clusters {
+		for _, e := range c.Endpoints {
+			ref := e.GetWorkload()
+			if ref.GetKind() != "Pod" {
+				continue
+			}
+			wk, ok := b.pods[string(c.Cluster)+"/"+e.GetNamespace()+"/"+ref.GetName()]
+			if !ok {
+				continue
+			}
+			refs[wk], touched[wk] = true, true
+			if b.wlSvcs[wk] == nil {
+				b.wlSvcs[wk] = map[string][]port{}
+			}
+			b.wlSvcs[wk][key] = portsOf(v, e.Endpoint)
+		}
+	}
+	if len(refs) > 0 {
+		b.svcRefs[key] = refs
+	}
+	return touched
+}
+
+// portsOf maps a service's ports to an endpoint's, by port name.
+func portsOf(v *federation.ServiceView, e *federationpb.Endpoint) []port {
+	var out []port
+	for _, sp := range v.Ports {
+		for _, ep := range e.GetPorts() {
+			if ep.GetName() == sp.GetName() && ep.GetProtocol() == sp.GetProtocol() {
+				out = append(out, port{service: sp.GetPort(), target: ep.GetPort()})
+			}
+		}
+	}
+	return out
+}
+
+func (b *Builder) serviceItems(key string, v *federation.ServiceView, s Snapshot) []Item {
+	var items []Item
+	now := []string{}
+	if v != nil {
+		for _, host := range hostnames(v) {
+			name := ServiceName(v.Namespace, host)
+			now = append(now, name)
+			items = append(items, Item{Name: name, Message: b.service(v, host, s)})
+		}
+	}
+	for _, old := range b.services[key] {
+		if !slices.Contains(now, old) {
+			items = append(items, Item{Name: old})
+		}
+	}
+	if v == nil {
+		delete(b.services, key)
+	} else {
+		b.services[key] = now
+	}
+	return items
+}
+
+func hostnames(v *federation.ServiceView) []string {
+	if v.ClustersetHostname != "" && v.ClustersetHostname != v.Hostname {
+		return []string{v.Hostname, v.ClustersetHostname}
+	}
+	return []string{v.Hostname}
+}
+
+func (b *Builder) service(v *federation.ServiceView, host string, s Snapshot) *workloadapi.Address {
+	svc := &workloadapi.Service{Name: v.Name, Namespace: v.Namespace, Hostname: host}
+	seen := map[string]bool{}
+	for _, c := range v.Clusters {
+		for _, ip := range c.Service.GetClusterIps() {
+			a, err := netip.ParseAddr(ip)
+			if err != nil || seen[string(c.Network)+"/"+ip] {
+				continue
+			}
+			seen[string(c.Network)+"/"+ip] = true
+			svc.Addresses = append(svc.Addresses, &workloadapi.NetworkAddress{Network: string(c.Network), Address: a.AsSlice()})
+		}
+	}
+	slices.SortFunc(svc.Addresses, func(x, y *workloadapi.NetworkAddress) int {
+		return cmp.Or(cmp.Compare(x.GetNetwork(), y.GetNetwork()), slices.Compare(x.GetAddress(), y.GetAddress()))
+	})
+	for _, p := range v.Ports {
+		if p.GetProtocol() != federationpb.Protocol_PROTOCOL_TCP {
+			continue
+		}
+		svc.Ports = append(svc.Ports, &workloadapi.Port{ServicePort: p.GetPort(), TargetPort: p.GetTargetPort()})
+	}
+	// The identities behind the service, so that a ztunnel can verify the
+	// inner tunnel to workloads it reaches through a gateway.
+	sans := map[string]bool{}
+	for k := range b.svcRefs[v.Key] {
+		if w, ok := s.Workload(k); ok {
+			sans[fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", b.trustDomainOf(w.Cluster), w.GetNamespace(), cmp.Or(w.GetServiceAccount(), "default"))] = true
+		}
+	}
+	svc.SubjectAltNames = slices.Sorted(mapsKeys(sans))
+	return &workloadapi.Address{Type: &workloadapi.Address_Service{Service: svc}}
+}
+
+// workloadItem is one workload, seen by its own network only.
+func (b *Builder) workloadItem(s Snapshot, key string) Item {
+	w, ok := s.Workload(key)
+	if !ok {
+		return Item{Name: key}
+	}
+	network := w.Network
+	out := &workloadapi.Workload{
+		Uid: key, Name: w.GetName(), Namespace: w.GetNamespace(), Network: string(network),
+		TrustDomain: b.trustDomainOf(w.Cluster), ServiceAccount: cmp.Or(w.GetServiceAccount(), "default"),
+		Node: w.GetNode(), CanonicalName: w.GetCanonicalName(), CanonicalRevision: w.GetCanonicalRevision(),
+		WorkloadType: workloadapi.WorkloadType_POD, WorkloadName: w.GetCanonicalName(), ClusterId: string(w.Cluster),
+	}
+	for _, ip := range w.GetIps() {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			out.Addresses = append(out.Addresses, a.AsSlice())
+		}
+	}
+	if w.GetAmbient() {
+		out.TunnelProtocol = workloadapi.TunnelProtocol_HBONE
+	}
+	if !w.GetReady() {
+		out.Status = workloadapi.WorkloadStatus_UNHEALTHY
+	}
+	if l := w.GetLocality(); l != nil {
+		out.Locality = &workloadapi.Locality{Region: l.GetRegion(), Zone: l.GetZone(), Subzone: l.GetSubzone()}
+	}
+	if gw := b.gateways[network]; gw != nil {
+		out.NetworkGateway = gatewayAddress(gw)
+	}
+	if svcs := b.wlSvcs[key]; len(svcs) > 0 {
+		out.Services = map[string]*workloadapi.PortList{}
+		for svcKey, ports := range svcs {
+			v, ok := s.Service(svcKey)
+			if !ok {
+				continue
+			}
+			list := &workloadapi.PortList{}
+			for _, p := range ports {
+				list.Ports = append(list.Ports, &workloadapi.Port{ServicePort: p.service, TargetPort: p.target})
+			}
+			for _, host := range hostnames(v) {
+				out.Services[ServiceName(v.Namespace, host)] = list
+			}
+		}
+	}
+	return Item{Name: key, Message: &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: out}}, Only: &network}
+}
+
+func gatewayAddress(gw *gateway) *workloadapi.GatewayAddress {
+	ip, _ := netip.ParseAddr(gw.gw.GetAddress())
+	return &workloadapi.GatewayAddress{
+		Destination:   &workloadapi.GatewayAddress_Address{Address: &workloadapi.NetworkAddress{Network: string(gw.network), Address: ip.AsSlice()}},
+		HboneMtlsPort: gw.hbone,
+	}
+}
+
+// splitItems rebuilds the split-horizon workloads: for each network with
+// a gateway and each service with workloads there, one address-less
+// workload that every other network reaches through the gateway. They
+// are few (networks × services), so they are recomputed on every push and
+// only those whose content changed are re-encoded downstream.
+func (b *Builder) splitItems(s Snapshot) []Item {
+	type key struct {
+		network federation.NetworkID
+		svc     string
+	}
+	capacity := map[key]uint32{}
+	for svcKey, refs := range b.svcRefs {
+		for wk := range refs {
+			w, ok := s.Workload(wk)
+			if !ok || !w.GetReady() || b.gateways[w.Network] == nil {
+				continue
+			}
+			capacity[key{w.Network, svcKey}]++
+		}
+	}
+	var items []Item
+	now := map[string]bool{}
+	for _, k := range slices.SortedFunc(mapsKeys(capacity), func(x, y key) int {
+		return cmp.Or(cmp.Compare(x.network, y.network), cmp.Compare(x.svc, y.svc))
+	}) {
+		v, ok := s.Service(k.svc)
+		if !ok {
+			continue
+		}
+		gw := b.gateways[k.network]
+		gwNs, gwName, _ := strings.Cut(gw.gw.GetService(), "/")
+		ports := &workloadapi.PortList{}
+		for _, p := range v.Ports {
+			if p.GetProtocol() == federationpb.Protocol_PROTOCOL_TCP {
+				ports.Ports = append(ports.Ports, &workloadapi.Port{ServicePort: p.GetPort(), TargetPort: p.GetTargetPort()})
+			}
+		}
+		for _, host := range hostnames(v) {
+			uid := fmt.Sprintf("%s/SplitHorizonWorkload/%s/%s/%s/%s/%s", k.network, gwNs, gwName, gw.gw.GetAddress(), v.Namespace, host)
+			now[uid] = true
+			network := k.network
+			items = append(items, Item{Name: uid, Except: &network, Message: &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: &workloadapi.Workload{
+				Uid: uid, Name: uid, Namespace: v.Namespace, Network: string(k.network),
+				TrustDomain: b.trustDomainOf(gw.cluster), ClusterId: string(gw.cluster),
+				TunnelProtocol: workloadapi.TunnelProtocol_HBONE, WorkloadType: workloadapi.WorkloadType_POD,
+				NetworkGateway: gatewayAddress(gw), Capacity: wrapperspb.UInt32(capacity[k]),
+				Services: map[string]*workloadapi.PortList{ServiceName(v.Namespace, host): ports},
+			}}}})
+		}
+	}
+	for uid := range b.splits {
+		if !now[uid] {
+			items = append(items, Item{Name: uid})
+		}
+	}
+	b.splits = now
+	return items
+}
+
+func dedupe(keys []string) []string {
+	out := slices.Clone(keys)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func sortedClusters(m map[federation.ClusterID]*federation.ClusterInfo) []*federation.ClusterInfo {
+	out := make([]*federation.ClusterInfo, 0, len(m))
+	for _, c := range m {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *federation.ClusterInfo) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
