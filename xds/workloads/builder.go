@@ -59,10 +59,12 @@ type Builder struct {
 	gateways map[federation.NetworkID]*gateway // the one gateway per network ztunnels use
 
 	pods     map[string]string            // cluster/ns/pod → workload key
+	waiting  map[string]map[string]bool   // cluster/ns/pod without a workload yet → services referencing it
+	waitsFor map[string][]string          // service key → the pods it waits for
 	podOf    map[string]string            // workload key → cluster/ns/pod
 	svcRefs  map[string]map[string]bool   // service key → workload keys its endpoints reference
 	wlSvcs   map[string]map[string][]port // workload key → service key → ports
-	splits   map[string]bool              // names of the split-horizon workloads last built
+	splits   map[string]map[string]bool   // service key → its split-horizon workloads
 	gwNames  map[string]bool              // names of the gateway workloads last built
 	services map[string][]string          // service key → the Address names it produced
 }
@@ -80,9 +82,9 @@ type gateway struct {
 func NewBuilder(trustDomain string) *Builder {
 	return &Builder{
 		trustDomain: trustDomain,
-		pods:        map[string]string{}, podOf: map[string]string{},
+		pods:        map[string]string{}, podOf: map[string]string{}, waiting: map[string]map[string]bool{}, waitsFor: map[string][]string{},
 		svcRefs: map[string]map[string]bool{}, wlSvcs: map[string]map[string][]port{},
-		splits: map[string]bool{}, gwNames: map[string]bool{}, services: map[string][]string{},
+		splits: map[string]map[string]bool{}, gwNames: map[string]bool{}, services: map[string][]string{},
 	}
 }
 
@@ -121,21 +123,32 @@ func (b *Builder) Push(s Snapshot, services, workloads []string, all bool) []Ite
 	}
 	// Workloads first: services read the pod index.
 	touched := map[string]bool{}
+	splitServices := map[string]bool{}
 	for _, k := range dedupe(workloads) {
-		b.indexWorkload(s, k)
+		// Endpoints can arrive before their pod's workload: the services
+		// that were waiting for it are indexed again.
+		services = append(services, b.indexWorkload(s, k)...)
 		touched[k] = true
+		// A pod's readiness changes the capacity of its services behind its
+		// network's gateway (a deleted pod's network is unknown: recount).
+		if w, ok := s.Workload(k); !ok || b.gateways[w.Network] != nil {
+			for svc := range b.wlSvcs[k] {
+				splitServices[svc] = true
+			}
+		}
 	}
 	for _, key := range dedupe(services) {
 		v, _ := s.Service(key)
 		for k := range b.reindexService(key, v) {
 			touched[k] = true
 		}
+		splitServices[key] = true
 		items = append(items, b.serviceItems(key, v, s)...)
 	}
 	for _, k := range slices.Sorted(mapsKeys(touched)) {
 		items = append(items, b.workloadItem(s, k))
 	}
-	items = append(items, b.splitItems(s)...)
+	items = append(items, b.splitItems(s, splitServices)...)
 	return items
 }
 
@@ -251,17 +264,23 @@ func (b *Builder) gatewayItems() []Item {
 	return items
 }
 
-// indexWorkload keeps the pod-name index of one workload up to date.
-func (b *Builder) indexWorkload(s Snapshot, key string) {
+// indexWorkload keeps the pod-name index of one workload up to date and
+// returns the services that referenced the pod before its workload came.
+func (b *Builder) indexWorkload(s Snapshot, key string) []string {
 	if old, ok := b.podOf[key]; ok {
 		delete(b.pods, old)
 		delete(b.podOf, key)
 	}
-	if w, ok := s.Workload(key); ok {
-		pk := string(w.Cluster) + "/" + w.GetNamespace() + "/" + w.GetName()
-		b.pods[pk] = key
-		b.podOf[key] = pk
+	w, ok := s.Workload(key)
+	if !ok {
+		return nil
 	}
+	pk := string(w.Cluster) + "/" + w.GetNamespace() + "/" + w.GetName()
+	b.pods[pk] = key
+	b.podOf[key] = pk
+	waiting := slices.Collect(mapsKeys(b.waiting[pk]))
+	delete(b.waiting, pk)
+	return waiting
 }
 
 // reindexService records which workloads a service's endpoints reference
@@ -276,6 +295,13 @@ func (b *Builder) reindexService(key string, v *federation.ServiceView) map[stri
 		}
 	}
 	delete(b.svcRefs, key)
+	for _, pk := range b.waitsFor[key] {
+		delete(b.waiting[pk], key)
+		if len(b.waiting[pk]) == 0 {
+			delete(b.waiting, pk)
+		}
+	}
+	delete(b.waitsFor, key)
 	if v == nil {
 		return touched
 	}
@@ -286,8 +312,14 @@ func (b *Builder) reindexService(key string, v *federation.ServiceView) map[stri
 			if ref.GetKind() != "Pod" {
 				continue
 			}
-			wk, ok := b.pods[string(c.Cluster)+"/"+e.GetNamespace()+"/"+ref.GetName()]
+			pk := string(c.Cluster) + "/" + e.GetNamespace() + "/" + ref.GetName()
+			wk, ok := b.pods[pk]
 			if !ok {
+				if b.waiting[pk] == nil {
+					b.waiting[pk] = map[string]bool{}
+				}
+				b.waiting[pk][key] = true
+				b.waitsFor[key] = append(b.waitsFor[key], pk)
 				continue
 			}
 			refs[wk], touched[wk] = true, true
@@ -437,63 +469,60 @@ func gatewayAddress(gw *gateway) *workloadapi.GatewayAddress {
 	}
 }
 
-// splitItems rebuilds the split-horizon workloads: for each network with
-// a gateway and each service with workloads there, one address-less
-// workload that every other network reaches through the gateway. They
-// are few (networks × services), so they are recomputed on every push and
-// only those whose content changed are re-encoded downstream.
-func (b *Builder) splitItems(s Snapshot) []Item {
-	type key struct {
-		network federation.NetworkID
-		svc     string
-	}
-	capacity := map[key]uint32{}
-	for svcKey, refs := range b.svcRefs {
-		for wk := range refs {
-			w, ok := s.Workload(wk)
-			if !ok || !w.GetReady() || b.gateways[w.Network] == nil {
-				continue
-			}
-			capacity[key{w.Network, svcKey}]++
-		}
-	}
+// splitItems rebuilds the split-horizon workloads of some services: for
+// each network with a gateway where a service has workloads, one
+// address-less workload that every other network reaches through the
+// gateway, whose capacity is the number of ready workloads behind it.
+func (b *Builder) splitItems(s Snapshot, services map[string]bool) []Item {
 	var items []Item
-	now := map[string]bool{}
-	for _, k := range slices.SortedFunc(mapsKeys(capacity), func(x, y key) int {
-		return cmp.Or(cmp.Compare(x.network, y.network), cmp.Compare(x.svc, y.svc))
-	}) {
-		v, ok := s.Service(k.svc)
-		if !ok {
-			continue
-		}
-		gw := b.gateways[k.network]
-		gwNs, gwName, _ := strings.Cut(gw.gw.GetService(), "/")
-		ports := &workloadapi.PortList{}
-		for _, p := range v.Ports {
-			if p.GetProtocol() == federationpb.Protocol_PROTOCOL_TCP {
-				ports.Ports = append(ports.Ports, &workloadapi.Port{ServicePort: p.GetPort(), TargetPort: p.GetTargetPort()})
+	for _, svcKey := range slices.Sorted(mapsKeys(services)) {
+		capacity := map[federation.NetworkID]uint32{}
+		for wk := range b.svcRefs[svcKey] {
+			if w, ok := s.Workload(wk); ok && w.GetReady() && b.gateways[w.Network] != nil {
+				capacity[w.Network]++
 			}
 		}
-		for _, host := range hostnames(v) {
-			uid := fmt.Sprintf("%s/SplitHorizonWorkload/%s/%s/%s/%s/%s", k.network, gwNs, gwName, gw.gw.GetAddress(), v.Namespace, host)
-			now[uid] = true
-			network := k.network
-			items = append(items, Item{Name: uid, Except: &network, Message: &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: &workloadapi.Workload{
-				Uid: uid, Name: uid, Namespace: v.Namespace, Network: string(k.network),
-				TrustDomain: b.trustDomainOf(gw.cluster), ClusterId: string(gw.cluster),
-				TunnelProtocol: workloadapi.TunnelProtocol_HBONE, WorkloadType: workloadapi.WorkloadType_POD,
-				NetworkGateway: gatewayAddress(gw), Capacity: wrapperspb.UInt32(capacity[k]),
-				Services: map[string]*workloadapi.PortList{ServiceName(v.Namespace, host): ports},
-			}}}})
+		now := map[string]bool{}
+		if v, ok := s.Service(svcKey); ok {
+			for _, network := range slices.Sorted(mapsKeys(capacity)) {
+				for _, host := range hostnames(v) {
+					it := b.splitItem(v, host, network, capacity[network])
+					now[it.Name] = true
+					items = append(items, it)
+				}
+			}
+		}
+		for uid := range b.splits[svcKey] {
+			if !now[uid] {
+				items = append(items, Item{Name: uid})
+			}
+		}
+		if len(now) == 0 {
+			delete(b.splits, svcKey)
+		} else {
+			b.splits[svcKey] = now
 		}
 	}
-	for uid := range b.splits {
-		if !now[uid] {
-			items = append(items, Item{Name: uid})
-		}
-	}
-	b.splits = now
 	return items
+}
+
+func (b *Builder) splitItem(v *federation.ServiceView, host string, network federation.NetworkID, capacity uint32) Item {
+	gw := b.gateways[network]
+	gwNs, gwName, _ := strings.Cut(gw.gw.GetService(), "/")
+	ports := &workloadapi.PortList{}
+	for _, p := range v.Ports {
+		if p.GetProtocol() == federationpb.Protocol_PROTOCOL_TCP {
+			ports.Ports = append(ports.Ports, &workloadapi.Port{ServicePort: p.GetPort(), TargetPort: p.GetTargetPort()})
+		}
+	}
+	uid := fmt.Sprintf("%s/SplitHorizonWorkload/%s/%s/%s/%s/%s", network, gwNs, gwName, gw.gw.GetAddress(), v.Namespace, host)
+	return Item{Name: uid, Except: &network, Message: &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: &workloadapi.Workload{
+		Uid: uid, Name: uid, Namespace: v.Namespace, Network: string(network),
+		TrustDomain: b.trustDomainOf(gw.cluster), ClusterId: string(gw.cluster),
+		TunnelProtocol: workloadapi.TunnelProtocol_HBONE, WorkloadType: workloadapi.WorkloadType_POD,
+		NetworkGateway: gatewayAddress(gw), Capacity: wrapperspb.UInt32(capacity),
+		Services: map[string]*workloadapi.PortList{ServiceName(v.Namespace, host): ports},
+	}}}}
 }
 
 func dedupe(keys []string) []string {
