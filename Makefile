@@ -42,15 +42,20 @@ lint: ## Run golangci-lint (pinned in tools/go.mod).
 fmt: ## Format the code with gofumpt.
 	$(TOOL) gofumpt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
 
-$(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc: tools/go.mod
-	GOBIN=$(BIN) $(GO) install -modfile=tools/go.mod google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+PLUGINS := $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-go-vtproto
+
+$(PLUGINS): tools/go.mod
+	GOBIN=$(BIN) $(GO) install -modfile=tools/go.mod google.golang.org/protobuf/cmd/protoc-gen-go \
+		google.golang.org/grpc/cmd/protoc-gen-go-grpc github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto
 
 .PHONY: gen
-gen: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Generate code from the protos (needs protoc).
+gen: $(PLUGINS) ## Generate code from the protos (needs protoc).
 	@command -v protoc >/dev/null || { echo "protoc not found: apt-get install protobuf-compiler" >&2; exit 1; }
 	protoc --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
+		--plugin=protoc-gen-go-vtproto=$(BIN)/protoc-gen-go-vtproto \
 		-I . --go_out=. --go_opt=module=github.com/meshfed/meshfed \
 		--go-grpc_out=. --go-grpc_opt=module=github.com/meshfed/meshfed \
+		--go-vtproto_out=. --go-vtproto_opt=module=github.com/meshfed/meshfed,features=equal \
 		$(PROTOS)
 
 .PHONY: verify

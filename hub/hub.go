@@ -107,7 +107,9 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 }
 
 func newXDS(cfg Config, promReg prometheus.Registerer, log *slog.Logger) (*xds.Server, error) {
-	xcfg := xds.Config{Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: 4 * cfg.MaxMessageBytes}
+	xcfg := xds.Config{
+		Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: 4 * cfg.MaxMessageBytes, TrustDomain: cfg.TrustDomain,
+	}
 	var err error
 	switch {
 	case cfg.XDSCAFile != "":

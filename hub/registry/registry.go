@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -61,6 +60,9 @@ type shard struct {
 	endpoints map[string]map[string]*federationpb.Endpoint // service key → endpoint key → endpoint
 	nEndpoint int
 	workloads map[string]*federationpb.Workload
+	// tagged caches each service's endpoints tagged and sorted, as
+	// snapshots share them; deltas edit it in place of a rebuild.
+	tagged map[string][]federation.TaggedEndpoint
 
 	gen        uint64 // generation of the owning Conn
 	superseded chan struct{}
@@ -73,7 +75,49 @@ func newShard(id federation.ClusterID) *shard {
 		services:  map[string]*federationpb.Service{},
 		endpoints: map[string]map[string]*federationpb.Endpoint{},
 		workloads: map[string]*federationpb.Workload{},
+		tagged:    map[string][]federation.TaggedEndpoint{},
 	}
+}
+
+// taggedEndpoints returns a service's endpoints tagged and sorted.
+func (s *shard) taggedEndpoints(key string) []federation.TaggedEndpoint {
+	if t, ok := s.tagged[key]; ok {
+		return t
+	}
+	t := federation.TagEndpoints(s.id, s.network(), slices.Collect(maps.Values(s.endpoints[key])))
+	s.tagged[key] = t
+	return t
+}
+
+// editTagged applies a delta's endpoint changes of one service to its
+// cached sorted slice, in O(n + k log k) instead of a rebuild. The old
+// slice is left alone: published snapshots hold it.
+func (s *shard) editTagged(key string, upserts []*federationpb.Endpoint, removed map[string]bool) {
+	old, ok := s.tagged[key]
+	if !ok {
+		return // built on first use
+	}
+	drop := make(map[string]bool, len(removed)+len(upserts))
+	for a := range removed {
+		drop[a] = true
+	}
+	for _, e := range upserts {
+		drop[e.GetAddress()] = true
+	}
+	add := federation.TagEndpoints(s.id, s.network(), upserts)
+	out := make([]federation.TaggedEndpoint, 0, len(old)+len(add))
+	i := 0
+	for _, e := range old {
+		if drop[e.GetAddress()] {
+			continue
+		}
+		for i < len(add) && add[i].GetAddress() < e.GetAddress() {
+			out = append(out, add[i])
+			i++
+		}
+		out = append(out, e)
+	}
+	s.tagged[key] = append(out, add[i:]...)
 }
 
 func (s *shard) network() federation.NetworkID { return federation.NetworkID(s.cluster.GetNetwork()) }
@@ -309,11 +353,12 @@ func (c *changeSet) workload(uid string) {
 
 // setCluster records new cluster facts.
 func (s *shard) setCluster(cl *federationpb.Cluster, ch *changeSet) {
-	if proto.Equal(s.cluster, cl) {
+	if s.cluster.EqualVT(cl) {
 		return
 	}
 	if s.cluster != nil && s.cluster.GetNetwork() != cl.GetNetwork() {
 		ch.all = true
+		s.tagged = map[string][]federation.TaggedEndpoint{} // retagged on use
 	}
 	s.cluster = cl
 	ch.clusters = true
@@ -329,7 +374,7 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	for _, svc := range u.GetServices() {
 		k := federation.KeyOfService(svc)
 		services[k] = svc
-		if old, ok := s.services[k]; !ok || !proto.Equal(old, svc) {
+		if old, ok := s.services[k]; !ok || !old.EqualVT(svc) {
 			ch.service(k)
 		} else {
 			services[k] = old // keep the pointer snapshots already share
@@ -352,7 +397,7 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 			endpoints[sk] = m
 		}
 		m[ek] = ep
-		if old, ok := s.endpoints[sk][ek]; !ok || !proto.Equal(old, ep) {
+		if old, ok := s.endpoints[sk][ek]; !ok || !old.EqualVT(ep) {
 			ch.service(sk)
 		} else {
 			m[ek] = old
@@ -368,11 +413,14 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	}
 	s.endpoints = endpoints
 	s.nEndpoint = len(u.GetEndpoints())
+	for k := range ch.services {
+		delete(s.tagged, k)
+	}
 
 	workloads := make(map[string]*federationpb.Workload, len(u.GetWorkloads()))
 	for _, w := range u.GetWorkloads() {
 		workloads[w.GetUid()] = w
-		if old, ok := s.workloads[w.GetUid()]; !ok || !proto.Equal(old, w) {
+		if old, ok := s.workloads[w.GetUid()]; !ok || !old.EqualVT(w) {
 			ch.workload(w.GetUid())
 		} else {
 			workloads[w.GetUid()] = old
@@ -437,18 +485,32 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 	}
 	for _, svc := range u.GetServices() {
 		k := federation.KeyOfService(svc)
-		if !proto.Equal(s.services[k], svc) {
+		if !s.services[k].EqualVT(svc) {
 			s.services[k] = svc
 			ch.service(k)
 		}
 	}
+	type edit struct {
+		upserts []*federationpb.Endpoint
+		removed map[string]bool // addresses
+	}
+	edits := map[string]*edit{}
+	editOf := func(sk string) *edit {
+		e := edits[sk]
+		if e == nil {
+			e = &edit{removed: map[string]bool{}}
+			edits[sk] = e
+		}
+		return e
+	}
 	for _, ek := range u.GetRemovedEndpoints() {
 		sk := federation.EndpointServiceKey(ek)
 		if m := s.endpoints[sk]; m != nil {
-			if _, ok := m[ek]; ok {
+			if old, ok := m[ek]; ok {
 				delete(m, ek)
 				s.nEndpoint--
 				ch.service(sk)
+				editOf(sk).removed[old.GetAddress()] = true
 				if len(m) == 0 {
 					delete(s.endpoints, sk)
 				}
@@ -467,10 +529,14 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 		if !ok {
 			s.nEndpoint++
 		}
-		if !ok || !proto.Equal(old, ep) {
+		if !ok || !old.EqualVT(ep) {
 			m[ek] = ep
 			ch.service(sk)
+			editOf(sk).upserts = append(editOf(sk).upserts, ep)
 		}
+	}
+	for sk, e := range edits {
+		s.editTagged(sk, e.upserts, e.removed)
 	}
 	for _, uid := range u.GetRemovedWorkloads() {
 		if _, ok := s.workloads[uid]; ok {
@@ -479,7 +545,7 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 		}
 	}
 	for _, w := range u.GetWorkloads() {
-		if !proto.Equal(s.workloads[w.GetUid()], w) {
+		if !s.workloads[w.GetUid()].EqualVT(w) {
 			s.workloads[w.GetUid()] = w
 			ch.workload(w.GetUid())
 		}
@@ -545,7 +611,7 @@ func (r *Registry) mergeServices(base *cowMap[*federation.ServiceView], keys map
 				Cluster:   id,
 				Network:   s.network(),
 				Service:   svc,
-				Endpoints: federation.TagEndpoints(id, s.network(), slices.Collect(maps.Values(s.endpoints[key]))),
+				Endpoints: s.taggedEndpoints(key),
 			})
 		}
 		if v := federation.MergeService(parts); v != nil {

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -277,4 +280,58 @@ func FuzzApplyUpdate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRegistryRandomDeltas applies random endpoint deltas and checks that
+// the incrementally maintained views equal views built from scratch.
+func TestRegistryRandomDeltas(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	r := newTestRegistry(Limits{})
+	c := r.Connect("east", "")
+	must(t, c.Apply("s", full("east", "n1", 1, []*federationpb.Service{svc("echo"), svc("other")}, nil, nil)))
+	live := map[string]bool{}
+	for v := uint64(2); v < 300; v++ {
+		u := &federationpb.ShardUpdate{Version: v}
+		if rng.IntN(50) == 0 { // now and then, a full state with the same objects
+			u.Full = true
+			u.Cluster = &federationpb.Cluster{Id: "east", Network: "n1"}
+			u.Services = []*federationpb.Service{svc("echo"), svc("other")}
+			for _, e := range r.shards["east"].endpoints["demo/echo"] {
+				u.Endpoints = append(u.Endpoints, e)
+			}
+		} else {
+			touched := map[string]bool{}
+			for range 1 + rng.IntN(5) {
+				addr := fmt.Sprintf("10.0.0.%d", rng.IntN(40))
+				if touched[addr] {
+					continue
+				}
+				touched[addr] = true
+				if live[addr] && rng.IntN(2) == 0 {
+					u.RemovedEndpoints = append(u.RemovedEndpoints, "demo/echo/"+addr)
+					delete(live, addr)
+				} else {
+					e := ep("echo", addr)
+					e.Ready = rng.IntN(2) == 0
+					u.Endpoints = append(u.Endpoints, e)
+					live[addr] = true
+				}
+			}
+		}
+		must(t, c.Apply("s", u))
+		got, _ := r.Current().Service("demo/echo")
+		want := federation.TagEndpoints("east", "n1", slices.Collect(maps.Values(r.shards["east"].endpoints["demo/echo"])))
+		var gotEps []federation.TaggedEndpoint
+		if got != nil && len(got.Clusters) > 0 {
+			gotEps = got.Clusters[0].Endpoints
+		}
+		if len(gotEps) != len(want) || len(want) != len(live) {
+			t.Fatalf("version %d: %d endpoints in the view, %d in the shard, %d live", v, len(gotEps), len(want), len(live))
+		}
+		for i := range want {
+			if gotEps[i].Endpoint != want[i].Endpoint || gotEps[i].Network != want[i].Network {
+				t.Fatalf("version %d: endpoint %d is %s, want %s", v, i, gotEps[i].GetAddress(), want[i].GetAddress())
+			}
+		}
+	}
 }

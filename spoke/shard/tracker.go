@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshfed/meshfed/federation"
@@ -119,7 +118,7 @@ func (w Writer) mark(k kind, key string) { w.t.dirty[objKey{k, key}] = struct{}{
 
 // SetCluster sets the cluster's own facts.
 func (w Writer) SetCluster(c *federationpb.Cluster) {
-	if !proto.Equal(w.t.cluster, c) {
+	if !w.t.cluster.EqualVT(c) {
 		w.t.cluster = c
 		w.t.clusterDirty = true
 	}
@@ -131,7 +130,7 @@ func (w Writer) Cluster() *federationpb.Cluster { return w.t.cluster }
 // PutService adds or replaces a service.
 func (w Writer) PutService(s *federationpb.Service) {
 	k := federation.KeyOfService(s)
-	if !proto.Equal(w.t.services[k], s) {
+	if !w.t.services[k].EqualVT(s) {
 		w.t.services[k] = s
 		w.mark(kindService, k)
 	}
@@ -153,7 +152,7 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) {
 	for _, e := range eps {
 		k := federation.EndpointKey(e)
 		next[k] = e
-		if o, ok := old[k]; ok && (o == e || proto.Equal(o, e)) {
+		if o, ok := old[k]; ok && (o == e || o.EqualVT(e)) {
 			next[k] = o
 			continue
 		}
@@ -174,7 +173,7 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) {
 
 // PutWorkload adds or replaces a workload.
 func (w Writer) PutWorkload(wl *federationpb.Workload) {
-	if !proto.Equal(w.t.workloads[wl.GetUid()], wl) {
+	if !w.t.workloads[wl.GetUid()].EqualVT(wl) {
 		w.t.workloads[wl.GetUid()] = wl
 		w.mark(kindWorkload, wl.GetUid())
 	}
