@@ -61,8 +61,8 @@ type Cache struct {
 
 	mu      sync.Mutex
 	sets    map[setKey]*set
-	sotw    map[setKey]map[*sotwWatch]struct{}
-	delta   map[setKey]map[*deltaWatch]struct{}
+	sotw    map[setKey]*watchers[*sotwWatch]
+	delta   map[setKey]*watchers[*deltaWatch]
 	version uint64
 
 	encodes atomic.Int64
@@ -76,8 +76,8 @@ func NewCache(viewOf func(typeURL string, req proto.Message) string) *Cache {
 	return &Cache{
 		viewOf: viewOf,
 		sets:   map[setKey]*set{},
-		sotw:   map[setKey]map[*sotwWatch]struct{}{},
-		delta:  map[setKey]map[*deltaWatch]struct{}{},
+		sotw:   map[setKey]*watchers[*sotwWatch]{},
+		delta:  map[setKey]*watchers[*deltaWatch]{},
 	}
 }
 
@@ -107,29 +107,31 @@ func (c *Cache) Apply(typeURL, view string, upserts []*Encoded, removals []strin
 	defer c.mu.Unlock()
 	k := setKey{typeURL, view}
 	s := c.sets[k]
-	if s == nil {
+	created := s == nil
+	if created {
 		s = &set{entries: map[string]*entry{}}
 		c.sets[k] = s
 	}
-	changed := false
+	var changed []string
 	for _, e := range upserts {
 		if old, ok := s.entries[e.name]; !ok || old.version != e.version {
 			s.entries[e.name] = e
-			changed = true
+			changed = append(changed, e.name)
 		}
 	}
 	for _, name := range removals {
 		if _, ok := s.entries[name]; ok {
 			delete(s.entries, name)
-			changed = true
+			changed = append(changed, name)
 		}
 	}
-	if !changed && s.version != "" {
+	if len(changed) == 0 && !created {
 		return false
 	}
 	c.version++
 	s.version = strconv.FormatUint(c.version, 10)
-	c.notifyLocked(k, s)
+	// A new set answers every watch that waited for it to be built.
+	c.notifyLocked(k, s, changed, created)
 	return true
 }
 
@@ -175,17 +177,21 @@ func (c *Cache) Encode(typeURL, name string, m proto.Message) (*Encoded, error) 
 	return &entry{name: name, version: v, any: a, res: &discovery.Resource{Name: name, Version: v, Resource: a}}, nil
 }
 
-func (c *Cache) notifyLocked(k setKey, s *set) {
-	for w := range c.sotw[k] {
-		if resp := sotwResponse(w, s, false); resp != nil {
-			delete(c.sotw[k], w)
-			w.ch <- resp // never blocks: one response per watch, buffered per type
+func (c *Cache) notifyLocked(k setKey, s *set, changed []string, all bool) {
+	if ws := c.sotw[k]; ws != nil {
+		for _, w := range ws.affected(changed, all) {
+			if resp := sotwResponse(w, s, false); resp != nil {
+				ws.remove(w)
+				w.ch <- resp // never blocks: one response per watch, buffered per type
+			}
 		}
 	}
-	for w := range c.delta[k] {
-		if resp := deltaResponse(w, s, false); resp != nil {
-			delete(c.delta[k], w)
-			w.ch <- resp
+	if ws := c.delta[k]; ws != nil {
+		for _, w := range ws.affected(changed, all) {
+			if resp := deltaResponse(w, s, false); resp != nil {
+				ws.remove(w)
+				w.ch <- resp
+			}
 		}
 	}
 }
@@ -210,14 +216,16 @@ func (c *Cache) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan 
 			return func() {}, nil
 		}
 	}
-	if c.sotw[k] == nil {
-		c.sotw[k] = map[*sotwWatch]struct{}{}
+	ws := c.sotw[k]
+	if ws == nil {
+		ws = newWatchers[*sotwWatch]()
+		c.sotw[k] = ws
 	}
-	c.sotw[k][w] = struct{}{}
+	ws.add(w, sub.IsWildcard(), sub.SubscribedResources())
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		delete(c.sotw[k], w)
+		ws.remove(w)
 	}, nil
 }
 
@@ -237,14 +245,16 @@ func (c *Cache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription
 			return func() {}, nil
 		}
 	}
-	if c.delta[k] == nil {
-		c.delta[k] = map[*deltaWatch]struct{}{}
+	ws := c.delta[k]
+	if ws == nil {
+		ws = newWatchers[*deltaWatch]()
+		c.delta[k] = ws
 	}
-	c.delta[k][w] = struct{}{}
+	ws.add(w, sub.IsWildcard(), sub.SubscribedResources())
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		delete(c.delta[k], w)
+		ws.remove(w)
 	}, nil
 }
 
@@ -279,10 +289,15 @@ func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 	if same && !always {
 		return nil
 	}
+	// LDS and CDS responses are the whole state; EDS and RDS responses
+	// carry only what the proxy does not have yet.
+	full := always || cache.ResourceRequiresFullStateInSotw(w.req.GetTypeUrl())
 	r := &response{req: w.req, version: s.version, returned: make(map[string]string, len(names)), resources: make([]*anypb.Any, 0, len(names))}
 	for _, n := range names {
 		e := s.entries[n]
-		r.resources = append(r.resources, e.any)
+		if full || returned[n] != e.version {
+			r.resources = append(r.resources, e.any)
+		}
 		r.returned[n] = e.version
 	}
 	return r

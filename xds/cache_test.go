@@ -175,3 +175,42 @@ func TestCacheEncodesOncePerVersion(t *testing.T) {
 	}
 	_ = subs
 }
+
+// TestCacheSotwPartialForEDS: an EDS response carries only the changed
+// assignments; CDS responses stay whole.
+func TestCacheSotwPartialForEDS(t *testing.T) {
+	c := NewCache(nil)
+	if _, err := c.Update(resourcev3.EndpointType, "", map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sub := stream.NewSotwSubscription([]string{"a", "b"}, false)
+	ch := make(chan cache.Response, 1)
+	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"a", "b"}}, sub, ch)
+	r := <-ch
+	sub.SetReturnedResources(r.GetReturnedResources())
+	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResponseNonce: "1"}, sub, ch)
+	if _, err := c.Update(resourcev3.EndpointType, "", map[string]proto.Message{"a": cluster("a", 2)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r = <-ch
+	out, _ := r.GetDiscoveryResponse()
+	if len(out.GetResources()) != 1 || len(r.GetReturnedResources()) != 2 {
+		t.Fatalf("EDS response with %d resources and %d returned, want the 1 changed of 2", len(out.GetResources()), len(r.GetReturnedResources()))
+	}
+	// A watch on b only is not woken by a change to a.
+	subB := stream.NewSotwSubscription([]string{"b"}, false)
+	chB := make(chan cache.Response, 1)
+	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"b"}}, subB, chB)
+	rb := <-chB
+	subB.SetReturnedResources(rb.GetReturnedResources())
+	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResponseNonce: "1"}, subB, chB)
+	if _, err := c.Update(resourcev3.EndpointType, "", map[string]proto.Message{"a": cluster("a", 3)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := recvSotw(t, chB); got != nil {
+		t.Errorf("a watch on b was answered for a change to a: %v", got)
+	}
+	if len(c.sotw[setKey{resourcev3.EndpointType, ""}].byName["b"]) != 1 {
+		t.Error("the watch on b is no longer indexed")
+	}
+}

@@ -82,12 +82,9 @@ func (s *Server) request(id streamID, node *core.Node, typeURL string, names int
 		}
 		p = &proxyState{Proxy: proxy, Delta: id.delta, ConnectedAt: time.Now(), Types: map[string]*typeState{}}
 		s.proxies[id] = p
+		s.nodes[proxy.ID] = p
 		s.metrics.proxies.Inc()
 		s.log.Debug("proxy connected", "proxy", proxy.ID, "cluster", proxy.Cluster, "network", proxy.Network, "delta", id.delta)
-	}
-	if node != nil && !slices.Contains(p.nodes, node) {
-		p.nodes = append(p.nodes, node)
-		s.nodes[node] = p
 	}
 	t := p.Types[typeURL]
 	if t == nil {
@@ -138,8 +135,8 @@ func (s *Server) closed(id streamID) {
 		return
 	}
 	delete(s.proxies, id)
-	for _, n := range p.nodes {
-		delete(s.nodes, n)
+	if s.nodes[p.ID] == p {
+		delete(s.nodes, p.ID)
 	}
 	for _, vk := range p.views {
 		if v := s.views[vk]; v != nil {

@@ -59,7 +59,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	proxies map[streamID]*proxyState
-	nodes   map[*core.Node]*proxyState
+	nodes   map[string]*proxyState // node ID → the latest stream of that proxy
 	views   map[viewKey]*viewState // views some proxy uses
 	wake    chan struct{}          // the push loop has views to build or drop
 
@@ -112,7 +112,7 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, erro
 		cfg:       cfg,
 		log:       log,
 		proxies:   map[streamID]*proxyState{},
-		nodes:     map[*core.Node]*proxyState{},
+		nodes:     map[string]*proxyState{},
 		views:     map[viewKey]*viewState{},
 		wake:      make(chan struct{}, 1),
 		generated: map[string]*generatedNames{},
@@ -202,11 +202,12 @@ func (s *Server) loop(ctx context.Context, snap Snapshot) {
 			}
 			workloadKeys = append(workloadKeys, ch.Workloads...)
 		}
-		start := time.Now()
-		s.push(snap, changed, workloadKeys, false)
+		// The interval runs from the start of a push, so that changes that
+		// come slower than one per interval are each pushed at once.
 		last = time.Now()
+		s.push(snap, changed, workloadKeys, false)
 		s.metrics.pushes.Inc()
-		s.metrics.pushTime.Observe(last.Sub(start).Seconds())
+		s.metrics.pushTime.Observe(time.Since(last).Seconds())
 	}
 }
 
@@ -425,12 +426,20 @@ func (s *Server) viewOf(typeURL string, req proto.Message) string {
 		node = r.GetNode()
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.nodes[node]
-	if p == nil {
+	p := s.nodes[node.GetId()]
+	s.mu.Unlock()
+	if p != nil {
+		return viewFor(typeURL, p.Proxy).key
+	}
+	var clusters []*federation.ClusterInfo
+	if c := s.clusters.Load(); c != nil {
+		clusters = *c
+	}
+	proxy, err := ProxyFromNode(node, clusters)
+	if err != nil {
 		return ""
 	}
-	return viewFor(typeURL, p.Proxy).key
+	return viewFor(typeURL, proxy).key
 }
 
 // viewFor is the view of a type that a proxy shares with others.

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
