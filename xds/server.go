@@ -356,6 +356,7 @@ func (s *Server) loadAssignments(snap Snapshot, keys map[string]struct{}, view r
 		for _, host := range resources.Hostnames(v) {
 			for _, p := range resources.Ports(v) {
 				cla := resources.LoadAssignment(v, host, p, view, s.gateways)
+				preencodeMetadata(cla)
 				out[cla.GetClusterName()] = cla
 			}
 		}
