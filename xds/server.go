@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,21 @@ type addrItem struct {
 type generatedNames struct {
 	clusters  []string // also the route and EDS names
 	listeners []string
+	// shape is what CDS, LDS and RDS depend on (hostnames and ports), so
+	// that an endpoint-only change skips them.
+	shape string
+}
+
+// shapeOf fingerprints what a service's CDS, LDS and RDS are made of.
+func shapeOf(v *federation.ServiceView) string {
+	var b strings.Builder
+	for _, h := range resources.Hostnames(v) {
+		b.WriteString(h + ";")
+	}
+	for _, p := range resources.Ports(v) {
+		fmt.Fprintf(&b, "%s/%d/%d;", p.GetName(), p.GetPort(), p.GetProtocol())
+	}
+	return b.String()
 }
 
 type viewState struct {
@@ -241,8 +257,12 @@ func (s *Server) push(snap Snapshot, changed map[string]struct{}, workloadKeys [
 	for key := range changed {
 		v, ok := snap.Service(key)
 		old := s.generated[key]
+		if ok && old != nil && old.shape == shapeOf(v) {
+			continue // only endpoints changed: CDS, LDS and RDS stand
+		}
 		now := &generatedNames{}
 		if ok {
+			now.shape = shapeOf(v)
 			for _, c := range resources.Clusters(v) {
 				shared[resourcev3.ClusterType][c.GetName()] = c
 				now.clusters = append(now.clusters, c.GetName())
@@ -293,6 +313,12 @@ func (s *Server) pushAddresses(snap Snapshot, services, workloadKeys []string, a
 	if len(items) == 0 {
 		return
 	}
+	views := 0
+	for k := range s.built {
+		if k.typeURL == AddressType {
+			views++
+		}
+	}
 	var changed []addrItem
 	for _, it := range items {
 		if it.Message == nil {
@@ -300,15 +326,18 @@ func (s *Server) pushAddresses(snap Snapshot, services, workloadKeys []string, a
 			changed = append(changed, addrItem{item: it})
 			continue
 		}
-		e, err := s.cache.Encode(AddressType, it.Name, it.Message)
-		if err != nil {
-			s.log.Error("encode workload address", "name", it.Name, "err", err)
+		if views == 0 {
+			// No ztunnel: keep the item, encode it when one comes.
+			s.addrItems[it.Name] = addrItem{item: it}
 			continue
 		}
-		if old, ok := s.addrItems[it.Name]; ok && old.encoded.version == e.version && sameScope(old.item, it) {
+		ai, ok := s.encodeAddress(it)
+		if !ok {
 			continue
 		}
-		ai := addrItem{item: it, encoded: e}
+		if old, had := s.addrItems[it.Name]; had && old.encoded != nil && old.encoded.version == ai.encoded.version && sameScope(old.item, it) {
+			continue
+		}
 		s.addrItems[it.Name] = ai
 		changed = append(changed, ai)
 	}
@@ -327,6 +356,15 @@ func (s *Server) pushAddresses(snap Snapshot, services, workloadKeys []string, a
 		}
 		s.cache.Apply(AddressType, k.key, upserts, removals)
 	}
+}
+
+func (s *Server) encodeAddress(it workloads.Item) (addrItem, bool) {
+	e, err := s.cache.Encode(AddressType, it.Name, it.Message)
+	if err != nil {
+		s.log.Error("encode workload address", "name", it.Name, "err", err)
+		return addrItem{}, false
+	}
+	return addrItem{item: it, encoded: e}, true
 }
 
 func sameScope(a, b workloads.Item) bool {
@@ -392,7 +430,14 @@ func (s *Server) syncViews(snap Snapshot) {
 			s.update(resourcev3.EndpointType, k.key, s.loadAssignments(snap, services, v.view), nil)
 		case AddressType:
 			var upserts []*Encoded
-			for _, ai := range s.addrItems {
+			for name, ai := range s.addrItems {
+				if ai.encoded == nil { // kept unencoded while no ztunnel was connected
+					var ok bool
+					if ai, ok = s.encodeAddress(ai.item); !ok {
+						continue
+					}
+					s.addrItems[name] = ai
+				}
 				if ai.item.Visible(v.view.Network) {
 					upserts = append(upserts, ai.encoded)
 				}
