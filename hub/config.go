@@ -18,6 +18,10 @@ type Config struct {
 	XDSAddr string
 	// XDSPushInterval coalesces registry changes that come faster than it.
 	XDSPushInterval time.Duration
+	// XDSMaxMessageBytes bounds xDS messages. A ztunnel's first response
+	// holds every address of its network (about 355 bytes each), and
+	// ztunnel itself accepts up to 200 MiB.
+	XDSMaxMessageBytes int
 	// XDS TLS: a key pair secures the xDS port; a CA also requires client certificates.
 	XDSCertFile, XDSKeyFile, XDSCAFile string
 	// DebugAddr serves /debug/*, /healthz, /readyz and /metrics. It is
@@ -43,16 +47,17 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		FederationAddr:   ":9443",
-		XDSAddr:          ":15010",
-		XDSPushInterval:  10 * time.Millisecond,
-		DebugAddr:        "127.0.0.1:8080",
-		TrustDomain:      "cluster.local",
-		MaxMessageBytes:  4 << 20,
-		Limits:           registry.Limits{MaxServices: 10_000, MaxEndpoints: 200_000, MaxWorkloads: 200_000},
-		KeepaliveTime:    30 * time.Second,
-		KeepaliveTimeout: 10 * time.Second,
-		ID:               host,
+		FederationAddr:     ":9443",
+		XDSAddr:            ":15010",
+		XDSPushInterval:    10 * time.Millisecond,
+		XDSMaxMessageBytes: 200 << 20,
+		DebugAddr:          "127.0.0.1:8080",
+		TrustDomain:        "cluster.local",
+		MaxMessageBytes:    4 << 20,
+		Limits:             registry.Limits{MaxServices: 10_000, MaxEndpoints: 200_000, MaxWorkloads: 200_000},
+		KeepaliveTime:      30 * time.Second,
+		KeepaliveTimeout:   10 * time.Second,
+		ID:                 host,
 	}
 }
 
@@ -61,6 +66,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.FederationAddr, "federation-addr", c.FederationAddr, "address for spoke connections (gRPC)")
 	fs.StringVar(&c.XDSAddr, "xds-addr", c.XDSAddr, `address for proxies' ADS streams (gRPC; "" disables xDS)`)
 	fs.DurationVar(&c.XDSPushInterval, "xds-push-interval", c.XDSPushInterval, "push a lone change at once; coalesce changes closer together than this")
+	fs.IntVar(&c.XDSMaxMessageBytes, "xds-max-message-bytes", c.XDSMaxMessageBytes, "largest xDS message (a ztunnel's first response holds its whole network; ztunnel accepts 200 MiB)")
 	fs.StringVar(&c.XDSCertFile, "xds-tls-cert", c.XDSCertFile, "TLS certificate for the xDS port (PEM; plaintext when unset)")
 	fs.StringVar(&c.XDSKeyFile, "xds-tls-key", c.XDSKeyFile, "TLS key for the xDS port (PEM)")
 	fs.StringVar(&c.XDSCAFile, "xds-tls-ca", c.XDSCAFile, "CA of proxy client certificates; when set, proxies must present one")

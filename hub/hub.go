@@ -108,7 +108,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 
 func newXDS(cfg Config, promReg prometheus.Registerer, log *slog.Logger) (*xds.Server, error) {
 	xcfg := xds.Config{
-		Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: 4 * cfg.MaxMessageBytes, TrustDomain: cfg.TrustDomain,
+		Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: cfg.XDSMaxMessageBytes, TrustDomain: cfg.TrustDomain,
 	}
 	var err error
 	switch {

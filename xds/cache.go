@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -34,7 +36,15 @@ type entry struct {
 type set struct {
 	version string // the state-of-the-world version of the whole set
 	entries map[string]*entry
+	// synced holds the version maps (by identity) of the wildcard delta
+	// clients that have this version of the set, so that their ACKs park
+	// at once instead of comparing every entry. Any change clears it.
+	synced map[unsafe.Pointer]bool
 }
+
+// mapID identifies a client's version map, which the server keeps for
+// the whole stream (wildcard responses update it in place).
+func mapID(m map[string]string) unsafe.Pointer { return reflect.ValueOf(m).UnsafePointer() }
 
 type setKey struct {
 	typeURL string
@@ -128,6 +138,7 @@ func (c *Cache) Apply(typeURL, view string, upserts []*Encoded, removals []strin
 	if len(changed) == 0 && !created {
 		return false
 	}
+	s.synced = nil
 	c.version++
 	s.version = strconv.FormatUint(c.version, 10)
 	// A new set answers every watch that waited for it to be built.
@@ -187,10 +198,15 @@ func (c *Cache) notifyLocked(k setKey, s *set, changed []string, all bool) {
 		}
 	}
 	if ws := c.delta[k]; ws != nil {
+		var names []string // nil: a new set, compared in full
+		if !all {
+			names = changed
+		}
 		for _, w := range ws.affected(changed, all) {
-			if resp := deltaResponse(w, s, false); resp != nil {
+			if resp := deltaResponse(w, s, false, names); resp != nil {
 				ws.remove(w)
 				w.ch <- resp
+				s.markSynced(w, resp.returned)
 			}
 		}
 	}
@@ -240,11 +256,20 @@ func (c *Cache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription
 	// would tell a reconnecting client that everything it has is gone.
 	if s := c.sets[k]; s != nil {
 		first := req.GetResponseNonce() == "" && sub.IsWildcard()
-		if resp := deltaResponse(w, s, first); resp != nil {
+		// An ACK from a wildcard client that has this version: nothing to
+		// compare.
+		if !first && sub.IsWildcard() && s.synced[mapID(sub.ReturnedResources())] {
+			goto park
+		}
+		resp := deltaResponse(w, s, first, nil)
+		if resp != nil {
 			ch <- resp
+			s.markSynced(w, resp.returned)
 			return func() {}, nil
 		}
+		s.markSynced(w, sub.ReturnedResources())
 	}
+park:
 	ws := c.delta[k]
 	if ws == nil {
 		ws = newWatchers[*deltaWatch]()
@@ -305,25 +330,55 @@ func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 
 // deltaResponse returns the changes a delta watch needs, or nil when there
 // are none (and the watch need not be answered anyway).
-func deltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
+func deltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaResp {
+	if w.sub.IsWildcard() {
+		return wildcardDeltaResponse(w, s, always, changed)
+	}
 	returned := w.sub.ReturnedResources()
 	next := make(map[string]string, len(returned))
 	r := &deltaResp{req: w.req, version: s.version}
-	consider := func(name string) {
-		e, ok := s.entries[name]
-		switch {
-		case ok:
+	for name := range w.sub.SubscribedResources() {
+		if e, ok := s.entries[name]; ok {
 			next[name] = e.version
 			if returned[name] != e.version {
 				r.resources = append(r.resources, e.res)
 			}
-		default:
-			if _, had := returned[name]; had {
-				r.removed = append(r.removed, name)
-			}
+		} else if _, had := returned[name]; had {
+			r.removed = append(r.removed, name)
 		}
 	}
-	if w.sub.IsWildcard() {
+	return r.finish(next, always)
+}
+
+// wildcardDeltaResponse answers a wildcard watch (a ztunnel holds every
+// address of its network). It looks only at the changed names when it is
+// told them, and it updates the client's version map in place rather than
+// copying it: the server hands this watch's map back to the stream as its
+// new state, and no one else reads it meanwhile (the cache lock orders the
+// push against the stream's next request). With 50,000 addresses and
+// hundreds of ztunnels, a scan and a copy per client per change was most of
+// a push.
+func wildcardDeltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaResp {
+	returned := w.sub.ReturnedResources()
+	if returned == nil {
+		returned = map[string]string{}
+	}
+	r := &deltaResp{req: w.req, version: s.version}
+	consider := func(name string) {
+		e, ok := s.entries[name]
+		old, had := returned[name]
+		switch {
+		case ok && old != e.version:
+			r.resources = append(r.resources, e.res)
+		case !ok && had:
+			r.removed = append(r.removed, name)
+		}
+	}
+	if changed != nil {
+		for _, name := range changed {
+			consider(name)
+		}
+	} else {
 		for name := range s.entries {
 			consider(name)
 		}
@@ -332,17 +387,38 @@ func deltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
 				r.removed = append(r.removed, name)
 			}
 		}
-	} else {
-		for name := range w.sub.SubscribedResources() {
-			consider(name)
-		}
 	}
+	if len(r.resources) == 0 && len(r.removed) == 0 && !always {
+		return nil
+	}
+	for _, res := range r.resources {
+		returned[res.GetName()] = res.GetVersion()
+	}
+	for _, name := range r.removed {
+		delete(returned, name)
+	}
+	return r.finish(returned, always)
+}
+
+// markSynced records that a wildcard client's version map now matches the
+// set.
+func (s *set) markSynced(w *deltaWatch, returned map[string]string) {
+	if !w.sub.IsWildcard() || returned == nil {
+		return
+	}
+	if s.synced == nil {
+		s.synced = map[unsafe.Pointer]bool{}
+	}
+	s.synced[mapID(returned)] = true
+}
+
+func (r *deltaResp) finish(returned map[string]string, always bool) *deltaResp {
 	if len(r.resources) == 0 && len(r.removed) == 0 && !always {
 		return nil
 	}
 	slices.SortFunc(r.resources, func(a, b *discovery.Resource) int { return strings.Compare(a.GetName(), b.GetName()) })
 	slices.Sort(r.removed)
-	r.returned = next
+	r.returned = returned
 	return r
 }
 

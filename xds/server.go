@@ -122,7 +122,7 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, erro
 		cfg.PushInterval = 10 * time.Millisecond
 	}
 	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = 16 << 20
+		cfg.MaxMessageBytes = 200 << 20
 	}
 	s := &Server{
 		cfg:       cfg,
@@ -160,6 +160,8 @@ func (s *Server) Run(ctx context.Context, initial Snapshot) error {
 		grpc.MaxSendMsgSize(s.cfg.MaxMessageBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// Stop waits for the stream handlers, so that none outlives Run.
+		grpc.WaitForHandlers(true),
 	}
 	if s.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS)))

@@ -286,12 +286,13 @@ func (b *Builder) indexWorkload(s Snapshot, key string) []string {
 // reindexService records which workloads a service's endpoints reference
 // and on which ports, and returns the workloads whose services changed.
 func (b *Builder) reindexService(key string, v *federation.ServiceView) map[string]bool {
-	touched := map[string]bool{}
-	for k := range b.svcRefs[key] {
-		touched[k] = true
-		delete(b.wlSvcs[k], key)
-		if len(b.wlSvcs[k]) == 0 {
-			delete(b.wlSvcs, k)
+	oldRefs := b.svcRefs[key]
+	oldPorts := make(map[string][]port, len(oldRefs))
+	for wk := range oldRefs {
+		oldPorts[wk] = b.wlSvcs[wk][key]
+		delete(b.wlSvcs[wk], key)
+		if len(b.wlSvcs[wk]) == 0 {
+			delete(b.wlSvcs, wk)
 		}
 	}
 	delete(b.svcRefs, key)
@@ -302,35 +303,58 @@ func (b *Builder) reindexService(key string, v *federation.ServiceView) map[stri
 		}
 	}
 	delete(b.waitsFor, key)
-	if v == nil {
-		return touched
-	}
+
 	refs := map[string]bool{}
-	for _, c := range v.Clusters {
-		for _, e := range c.Endpoints {
-			ref := e.GetWorkload()
-			if ref.GetKind() != "Pod" {
-				continue
-			}
-			pk := string(c.Cluster) + "/" + e.GetNamespace() + "/" + ref.GetName()
-			wk, ok := b.pods[pk]
-			if !ok {
-				if b.waiting[pk] == nil {
-					b.waiting[pk] = map[string]bool{}
+	if v != nil {
+		for _, c := range v.Clusters {
+			for _, e := range c.Endpoints {
+				ref := e.GetWorkload()
+				if ref.GetKind() != "Pod" {
+					continue
 				}
-				b.waiting[pk][key] = true
-				b.waitsFor[key] = append(b.waitsFor[key], pk)
-				continue
+				pk := string(c.Cluster) + "/" + e.GetNamespace() + "/" + ref.GetName()
+				wk, ok := b.pods[pk]
+				if !ok {
+					if b.waiting[pk] == nil {
+						b.waiting[pk] = map[string]bool{}
+					}
+					b.waiting[pk][key] = true
+					b.waitsFor[key] = append(b.waitsFor[key], pk)
+					continue
+				}
+				refs[wk] = true
+				if b.wlSvcs[wk] == nil {
+					b.wlSvcs[wk] = map[string][]port{}
+				}
+				b.wlSvcs[wk][key] = portsOf(v, e.Endpoint)
 			}
-			refs[wk], touched[wk] = true, true
-			if b.wlSvcs[wk] == nil {
-				b.wlSvcs[wk] = map[string][]port{}
-			}
-			b.wlSvcs[wk][key] = portsOf(v, e.Endpoint)
 		}
 	}
 	if len(refs) > 0 {
 		b.svcRefs[key] = refs
+	}
+
+	// A workload changes when it starts or stops backing the service, when
+	// its ports for it change, or when the service's names change (they key
+	// the workload's services map); not when another endpoint of the
+	// service does.
+	var names []string
+	if v != nil {
+		for _, h := range hostnames(v) {
+			names = append(names, ServiceName(v.Namespace, h))
+		}
+	}
+	renamed := !slices.Equal(names, b.services[key])
+	touched := map[string]bool{}
+	for wk := range oldRefs {
+		if renamed || !refs[wk] || !slices.Equal(oldPorts[wk], b.wlSvcs[wk][key]) {
+			touched[wk] = true
+		}
+	}
+	for wk := range refs {
+		if renamed || !oldRefs[wk] {
+			touched[wk] = true
+		}
 	}
 	return touched
 }
