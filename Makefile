@@ -17,12 +17,25 @@ build: ## Build bin/meshfed.
 	$(GO) build -o $(BIN)/meshfed ./cmd/meshfed
 
 .PHONY: test
-test: ## Run every test with the race detector.
+test: test-assets ## Run every test with the race detector.
 	$(GO) test $(TESTFLAGS) ./...
 
 .PHONY: test-e2e
-test-e2e: ## Run the multi-cluster end-to-end tests only.
+test-e2e: test-assets ## Run the multi-cluster end-to-end tests only.
 	$(GO) test $(TESTFLAGS) ./e2e/...
+
+# kube-apiserver and etcd for internal/kubetest, built from the Go module
+# proxy by hack/testassets into a folder keyed by the versions its go.mod
+# files pin. The first build takes minutes; after that, nothing is done.
+TESTASSETS_K8S  := $(shell awk '$$1 == "k8s.io/kubernetes" { print $$2; exit }' hack/testassets/kube-apiserver/go.mod)
+TESTASSETS_ETCD := $(shell awk '$$1 == "go.etcd.io/etcd/server/v3" { print $$2; exit }' hack/testassets/etcd/go.mod)
+TESTASSETS      := $(CURDIR)/.cache/testassets/k8s-$(TESTASSETS_K8S:v%=%)-etcd-$(TESTASSETS_ETCD:v%=%)
+
+.PHONY: test-assets
+test-assets: ## Build kube-apiserver and etcd for the tests (once, into .cache/testassets).
+	@hack/testassets/build.sh $(TESTASSETS)
+
+test test-e2e: export KUBEBUILDER_ASSETS := $(TESTASSETS)
 
 .PHONY: bench
 bench: ## Run the Go benchmarks (short).

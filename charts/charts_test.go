@@ -373,12 +373,13 @@ func checkHubHAXDS(t *testing.T, r rendered) {
 	}
 }
 
-// spokeRules is every permission the spoke may have.
+// spokeRules is every permission the spoke may have: what spoke/source/kube
+// lists and watches, and the ServiceExport status it updates.
 var spokeRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"services", "pods", "nodes", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports/status"}, Verbs: []string{"get", "update", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"services", "pods", "nodes", "namespaces"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports/status"}, Verbs: []string{"update"}},
 }
 
 func checkSpoke(t *testing.T, r rendered) {
@@ -443,12 +444,18 @@ func hubFlags(t *testing.T, args []string) *flag.FlagSet {
 	return fs
 }
 
-// spokeFlags parses args as `meshfed spoke` does. It does not validate: the
-// spoke still requires --manifests until its Kubernetes source lands.
+// spokeFlags parses args as `meshfed spoke` does in a pod, and validates
+// the result: the chart passes no source flag, so the spoke reads the
+// cluster it runs in.
 func spokeFlags(t *testing.T, args []string) *flag.FlagSet {
 	t.Helper()
 	cfg := spoke.DefaultConfig()
-	return commandFlags(t, "spoke", args, cfg.AddFlags)
+	cfg.InCluster = true
+	fs := commandFlags(t, "spoke", args, cfg.AddFlags)
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("spoke config from the chart: %v", err)
+	}
+	return fs
 }
 
 func commandFlags(t *testing.T, command string, args []string, addFlags func(*flag.FlagSet)) *flag.FlagSet {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
@@ -16,8 +17,16 @@ type Config struct {
 	TrustDomain string
 	// Hub is the hub's federation address, host:port.
 	Hub string
-	// Manifests is a directory of Kubernetes YAML to federate (the file source).
-	Manifests string
+	// The source of the cluster's objects, exactly one: Manifests, a
+	// directory of Kubernetes YAML (the file source); Kubeconfig, the
+	// kubeconfig file of the cluster's API server (the kube source); or,
+	// when neither is set and InCluster is, the API server of the pod the
+	// spoke runs in.
+	Manifests  string
+	Kubeconfig string
+	// InCluster says the spoke runs in a pod. DefaultConfig sets it when
+	// KUBERNETES_SERVICE_HOST is set, as the kubelet does in every pod.
+	InCluster bool
 	// TLS: the spoke's certificate (carrying the cluster's SPIFFE ID) and
 	// the CA that signs the hub's; ServerName overrides the name checked in
 	// the hub's certificate (default: the host of Hub).
@@ -35,9 +44,11 @@ type Config struct {
 	Build string
 }
 
-// DefaultConfig returns the defaults.
+// DefaultConfig returns the defaults. It reads the environment once, to
+// know whether the spoke runs in a pod.
 func DefaultConfig() Config {
 	return Config{
+		InCluster:       os.Getenv("KUBERNETES_SERVICE_HOST") != "",
 		TrustDomain:     "cluster.local",
 		Hub:             "localhost:9443",
 		Export:          string(normalize.ExportExported),
@@ -55,6 +66,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TrustDomain, "trust-domain", c.TrustDomain, "this cluster's trust domain")
 	fs.StringVar(&c.Hub, "hub", c.Hub, "the hub's federation address, host:port")
 	fs.StringVar(&c.Manifests, "manifests", c.Manifests, "federate the Kubernetes YAML in this directory (watched for changes)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "federate the cluster of this kubeconfig file (its current context); in a pod, the default is the pod's cluster")
 	fs.StringVar(&c.CertFile, "tls-cert", c.CertFile, "the spoke's TLS certificate (PEM, URI SAN spiffe://<td>/meshfed/cluster/<id>)")
 	fs.StringVar(&c.KeyFile, "tls-key", c.KeyFile, "the spoke's TLS key (PEM)")
 	fs.StringVar(&c.CAFile, "tls-ca", c.CAFile, "the CA that signs the hub's certificate (PEM)")
@@ -76,8 +88,11 @@ func (c Config) Validate() error {
 	if c.Hub == "" {
 		errs = append(errs, errors.New("--hub is required"))
 	}
-	if c.Manifests == "" {
-		errs = append(errs, errors.New("--manifests is required (the Kubernetes source arrives with --kubeconfig)"))
+	switch {
+	case c.Manifests != "" && c.Kubeconfig != "":
+		errs = append(errs, errors.New("--manifests and --kubeconfig are exclusive: give one source"))
+	case c.Manifests == "" && c.Kubeconfig == "" && !c.InCluster:
+		errs = append(errs, errors.New("a source is required: --kubeconfig PATH, --manifests DIR, or run in a pod (in-cluster config)"))
 	}
 	if !c.Insecure && (c.CertFile == "" || c.KeyFile == "" || c.CAFile == "") {
 		errs = append(errs, errors.New("--tls-cert, --tls-key and --tls-ca are required (or --insecure for plaintext)"))
@@ -99,4 +114,16 @@ func (c Config) normalizeOptions() normalize.Options {
 		SystemNamespace: c.SystemNamespace,
 		Export:          normalize.ExportPolicy(c.Export),
 	}.WithDefaults()
+}
+
+// source names the source c selects, for logs.
+func (c Config) source() (kind, location string) {
+	switch {
+	case c.Manifests != "":
+		return "manifests", c.Manifests
+	case c.Kubeconfig != "":
+		return "kubeconfig", c.Kubeconfig
+	default:
+		return "in-cluster", ""
+	}
 }

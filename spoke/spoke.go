@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -18,6 +20,7 @@ import (
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/source/file"
+	"github.com/meshfed/meshfed/spoke/source/kube"
 	"github.com/meshfed/meshfed/spoke/uplink"
 )
 
@@ -28,9 +31,19 @@ type Spoke struct {
 	conn    *grpc.ClientConn
 	tracker *shard.Tracker
 	builder *shard.Builder
-	source  *file.Source
+	source  source
 	uplink  *uplink.Uplink
 }
+
+// source is where the cluster's objects come from.
+type source interface {
+	Run(ctx context.Context, fn func(in normalize.Inputs, changes []normalize.Change)) error
+}
+
+var (
+	_ source = (*file.Source)(nil)
+	_ source = (*kube.Source)(nil)
+)
 
 // New builds a spoke from cfg. It does not connect yet.
 func New(cfg Config, log *slog.Logger) (*Spoke, error) {
@@ -41,6 +54,10 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		return nil, fmt.Errorf("--cluster-id, --network or --trust-domain: %w", err)
 	}
 	log = log.With("cluster", cfg.ClusterID)
+	src, err := newSource(cfg, log.With("component", "source"))
+	if err != nil {
+		return nil, err
+	}
 	creds := insecure.NewCredentials()
 	if !cfg.Insecure {
 		serverName := cfg.ServerName
@@ -74,7 +91,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		conn:    conn,
 		tracker: t,
 		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder")),
-		source:  file.New(cfg.Manifests, log.With("component", "source")),
+		source:  src,
 		uplink: uplink.New(uplink.Config{ClusterID: cfg.ClusterID, Build: cfg.Build, MaxMessageBytes: cfg.MaxMessageBytes},
 			t, dial, log.With("component", "uplink")),
 	}, nil
@@ -96,6 +113,29 @@ func (s *Spoke) Run(ctx context.Context) error {
 		})
 	})
 	g.Go(func() error { return s.uplink.Run(ctx) })
-	s.log.Info("spoke running", "hub", s.cfg.Hub, "manifests", s.cfg.Manifests, "tls", !s.cfg.Insecure)
+	kind, location := s.cfg.source()
+	s.log.Info("spoke running", "hub", s.cfg.Hub, "source", kind, "location", location, "tls", !s.cfg.Insecure)
 	return g.Wait()
+}
+
+// newSource returns the source cfg selects (Validate has checked that it
+// selects one).
+func newSource(cfg Config, log *slog.Logger) (source, error) {
+	if cfg.Manifests != "" {
+		return file.New(cfg.Manifests, log), nil
+	}
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		if rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", cfg.Kubeconfig, err)
+		}
+	} else if rc, err = rest.InClusterConfig(); err != nil {
+		return nil, fmt.Errorf("in-cluster Kubernetes config: %w", err)
+	}
+	src, err := kube.NewForConfig(rc, kube.Config{Options: cfg.normalizeOptions()}, log)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes source: %w", err)
+	}
+	return src, nil
 }

@@ -1,6 +1,10 @@
 package normalize
 
-import mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
 
 // Labels and annotations normalization reads. Most are Istio's, so clusters
 // already set up for Istio multi-network need no relabelling.
@@ -51,3 +55,30 @@ const (
 // AnnotationAmbientRedirection marks a pod enrolled in Istio's ambient
 // mode ("enabled"): its traffic is tunnelled over HBONE by ztunnel.
 const AnnotationAmbientRedirection = "ambient.istio.io/redirection"
+
+// Keys returns the label and annotation keys this package reads on objects
+// of a kind; ServiceExports have none. The kube source drops every other
+// label and annotation before it caches an object, so a function here that
+// starts reading another key must add it to this list, or it will read
+// nothing in a real cluster (the kube source's transform tests normalize
+// objects before and after the drop and compare).
+func Keys(k Kind) (labels, annotations []string) {
+	switch k {
+	case KindService:
+		return []string{LabelExport, LabelNetwork, LabelGatewayPort}, []string{LabelGatewayPort}
+	case KindPod:
+		return []string{
+			LabelNetwork,
+			LabelAppName, LabelApp, LabelAppVersion, LabelVersion,
+			LabelCanonicalName, LabelCanonicalRevision,
+			appsv1.DefaultDeploymentUniqueLabelKey, // names a ReplicaSet's Deployment
+		}, []string{AnnotationAmbientRedirection}
+	case KindNode:
+		return []string{LabelRegion, LabelZone, LabelSubzone}, nil
+	case KindNamespace:
+		return []string{LabelNetwork}, nil
+	case KindEndpointSlice:
+		return []string{discoveryv1.LabelServiceName, LabelSourceCluster}, nil
+	}
+	return nil, nil
+}

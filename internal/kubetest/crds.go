@@ -1,0 +1,39 @@
+package kubetest
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// crdFiles holds the CRDs of sigs.k8s.io/mcs-api's config/crd, copied
+// byte for byte (TestCRDsMatchModule keeps them so).
+//
+//go:embed crds/*.yaml
+var crdFiles embed.FS
+
+// CRDs returns the MCS CustomResourceDefinitions (ServiceExport and
+// ServiceImport, group multicluster.x-k8s.io, versions v1alpha1 and
+// v1beta1), new objects on every call.
+func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(crdFiles, "crds/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(names))
+	for _, name := range names {
+		data, err := crdFiles.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		crds = append(crds, crd)
+	}
+	return crds, nil
+}

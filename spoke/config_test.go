@@ -1,0 +1,85 @@
+package spoke
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshfed/meshfed/spoke/source/file"
+	"github.com/meshfed/meshfed/spoke/source/kube"
+)
+
+func TestValidateSource(t *testing.T) {
+	tests := []struct {
+		name                  string
+		manifests, kubeconfig string
+		inCluster             bool
+		wantErr               string
+	}{
+		{name: "manifests", manifests: "east"},
+		{name: "kubeconfig", kubeconfig: "kubeconfig"},
+		{name: "in a pod", inCluster: true},
+		{name: "a flag wins over the pod", kubeconfig: "kubeconfig", inCluster: true},
+		{name: "both", manifests: "east", kubeconfig: "kubeconfig", wantErr: "exclusive"},
+		{name: "none", wantErr: "a source is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.ClusterID, cfg.Insecure = "east", true
+			cfg.Manifests, cfg.Kubeconfig, cfg.InCluster = tt.manifests, tt.kubeconfig, tt.inCluster
+			err := cfg.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("Validate() = %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("Validate() = %v, want an error saying %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+const kubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: east
+  cluster:
+    server: https://127.0.0.1:6443
+contexts:
+- name: east
+  context: {cluster: east, user: spoke}
+current-context: east
+users:
+- name: spoke
+  user: {token: not-a-secret}
+`
+
+func TestNewSource(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.ClusterID = "east"
+
+	cfg.Manifests = dir
+	if src, err := newSource(cfg, nil); err != nil {
+		t.Errorf("--manifests: %v", err)
+	} else if _, ok := src.(*file.Source); !ok {
+		t.Errorf("--manifests: source %T, want the file source", src)
+	}
+
+	cfg.Manifests, cfg.Kubeconfig = "", path
+	if src, err := newSource(cfg, nil); err != nil {
+		t.Errorf("--kubeconfig: %v", err)
+	} else if _, ok := src.(*kube.Source); !ok {
+		t.Errorf("--kubeconfig: source %T, want the kube source", src)
+	}
+
+	cfg.Kubeconfig = filepath.Join(dir, "missing")
+	if _, err := newSource(cfg, nil); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
+		t.Errorf("missing kubeconfig: %v, want an error naming --kubeconfig", err)
+	}
+}

@@ -1,0 +1,31 @@
+// Package kube serves a cluster's Kubernetes API as normalize.Inputs, for
+// `meshfed spoke --kubeconfig PATH` and for spokes running in a pod.
+//
+// A [Source] runs client-go informers on Services, EndpointSlices, Pods,
+// Nodes, Namespaces and MCS ServiceExports (multicluster.x-k8s.io/v1alpha1,
+// the version most clusters serve), waits for their caches to sync, hands
+// the callback every object once, then batches of changes. After each batch
+// it sets the MCS Valid condition of the ServiceExports the batch touched.
+//
+// Invariants:
+//   - The first call comes after every cache has synced: the first shard is
+//     the whole cluster, so a restarted spoke never withdraws from the hub
+//     what it has not listed yet.
+//   - Caches hold only what normalization reads: each informer's transform
+//     builds a new, minimal object from an allow-list of fields, labels and
+//     annotations ([normalize.Keys]) before the object reaches the cache, so
+//     the spoke never holds a second full copy of the cluster.
+//   - Every change to a cache is reported after the cache holds it: the
+//     callback may see objects newer than the changes it was given, never
+//     older, and a later call reports what it saw early.
+//   - The callback runs on one goroutine. A change after a quiet period is
+//     delivered at once; later ones wait until [Config.BatchWindow] has
+//     passed since the previous delivery began, and leave together.
+//   - Updates that change nothing the caches keep (a Node's heartbeat, a
+//     Pod's container statuses, an informer resync) are not reported.
+//   - ServiceExport status is written only when the Valid condition differs
+//     from what the object has, from one worker, retried with backoff.
+//
+// Tests use client-go's fake clientsets; a real API server needs nothing
+// more than [NewForConfig] with its rest.Config.
+package kube

@@ -1,0 +1,6 @@
+package kube
+
+import "errors"
+
+// ErrInvalidConfig is wrapped by the errors of [Config.Validate].
+var ErrInvalidConfig = errors.New("invalid kube source config")

@@ -1,0 +1,122 @@
+package kube
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/meshfed/meshfed/spoke/normalize"
+)
+
+// indexServiceName indexes EndpointSlices by "<namespace>/<service>", from
+// their kubernetes.io/service-name label.
+const indexServiceName = "service"
+
+func serviceNameIndex(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	svc := s.Labels[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + svc}, nil
+}
+
+// caches is the [normalize.Inputs] view over the informers' caches. It
+// reads the live caches: it is safe for concurrent use, and an object it
+// returns is never modified (the informers replace objects, they do not
+// change them), but two calls may see different states.
+type caches struct {
+	services, slices, pods, nodes, namespaces cache.Indexer
+	exports                                   cache.Indexer // nil when the cluster serves no ServiceExports
+}
+
+var _ normalize.Inputs = (*caches)(nil)
+
+func get[T any](idx cache.Indexer, key string) (*T, bool) {
+	if idx == nil {
+		return nil, false
+	}
+	obj, ok, err := idx.GetByKey(key)
+	if err != nil || !ok {
+		return nil, false
+	}
+	o, ok := obj.(*T)
+	return o, ok
+}
+
+func typed[T any](objs []any) []*T {
+	out := make([]*T, 0, len(objs))
+	for _, obj := range objs {
+		if o, ok := obj.(*T); ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// list returns a namespace's objects, or every object for "".
+func list[T any](idx cache.Indexer, namespace string) []*T {
+	if namespace == "" {
+		return typed[T](idx.List())
+	}
+	objs, err := idx.ByIndex(cache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil
+	}
+	return typed[T](objs)
+}
+
+func (c *caches) Service(namespace, name string) (*corev1.Service, bool) {
+	return get[corev1.Service](c.services, namespace+"/"+name)
+}
+
+func (c *caches) ServiceExport(namespace, name string) (*mcsv1beta1.ServiceExport, bool) {
+	se, ok := get[mcsv1alpha1.ServiceExport](c.exports, namespace+"/"+name)
+	if !ok {
+		return nil, false
+	}
+	return toV1beta1(se), true
+}
+
+// toV1beta1 converts a v1alpha1 export to the v1beta1 type normalization
+// reads: the two versions have the same fields. The result shares se's
+// maps and slices.
+func toV1beta1(se *mcsv1alpha1.ServiceExport) *mcsv1beta1.ServiceExport {
+	return &mcsv1beta1.ServiceExport{
+		ObjectMeta: se.ObjectMeta,
+		Spec: mcsv1beta1.ServiceExportSpec{
+			ExportedLabels:      se.Spec.ExportedLabels,
+			ExportedAnnotations: se.Spec.ExportedAnnotations,
+		},
+		Status: mcsv1beta1.ServiceExportStatus{Conditions: se.Status.Conditions},
+	}
+}
+
+func (c *caches) Pod(namespace, name string) (*corev1.Pod, bool) {
+	return get[corev1.Pod](c.pods, namespace+"/"+name)
+}
+
+func (c *caches) Node(name string) (*corev1.Node, bool) { return get[corev1.Node](c.nodes, name) }
+
+func (c *caches) Namespace(name string) (*corev1.Namespace, bool) {
+	return get[corev1.Namespace](c.namespaces, name)
+}
+
+func (c *caches) EndpointSlices(namespace, service string) []*discoveryv1.EndpointSlice {
+	objs, err := c.slices.ByIndex(indexServiceName, namespace+"/"+service)
+	if err != nil {
+		return nil
+	}
+	return typed[discoveryv1.EndpointSlice](objs)
+}
+
+func (c *caches) Services(namespace string) []*corev1.Service {
+	return list[corev1.Service](c.services, namespace)
+}
+
+func (c *caches) Pods(namespace string) []*corev1.Pod { return list[corev1.Pod](c.pods, namespace) }

@@ -1,0 +1,348 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/client-go/informers/internalinterfaces"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/meshfed/meshfed/spoke/normalize"
+)
+
+// Source serves a cluster's Kubernetes API as [normalize.Inputs].
+type Source struct {
+	kube kubernetes.Interface
+	mcs  mcsclientset.Interface // nil: no ServiceExports
+	cfg  Config
+	log  *slog.Logger
+
+	clock       clock.WithTicker
+	queue       *queue
+	statusRetry time.Duration
+	// statusSynced, when set, is told the outcome of each ServiceExport
+	// status check (tests).
+	statusSynced func(key string, updated bool, err error)
+}
+
+// New returns a source reading the cluster through kube and mcs. A nil mcs
+// watches no ServiceExports (as in a cluster without the MCS CRDs); a nil
+// log discards. Run checks cfg.
+func New(kube kubernetes.Interface, mcs mcsclientset.Interface, cfg Config, log *slog.Logger) *Source {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Source{
+		kube: kube, mcs: mcs, cfg: cfg.WithDefaults(), log: log,
+		clock: clock.RealClock{}, queue: newQueue(), statusRetry: statusRetryBase,
+	}
+}
+
+// Client defaults for a spoke. client-go's (5 QPS, burst 10) would make the
+// first status writes of a cluster with thousands of exports take minutes.
+const (
+	defaultQPS   = 50
+	defaultBurst = 100
+	userAgent    = "meshfed-spoke"
+)
+
+// NewForConfig returns a source reading the API server of rc: protobuf for
+// the built-in kinds (smaller and faster to decode at the initial list),
+// JSON for the MCS custom resources. rc is not modified.
+func NewForConfig(rc *rest.Config, cfg Config, log *slog.Logger) (*Source, error) {
+	rc = rest.CopyConfig(rc)
+	if rc.UserAgent == "" {
+		rc.UserAgent = userAgent
+	}
+	if rc.QPS == 0 {
+		rc.QPS, rc.Burst = defaultQPS, defaultBurst
+	}
+	mcs, err := mcsclientset.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	rc.ContentType = runtime.ContentTypeProtobuf
+	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return New(kube, mcs, cfg, log), nil
+}
+
+// Run starts the informers, waits for their caches to sync, and calls fn
+// with every cached object as a change; then, until ctx ends, with the
+// changes since the previous call, batched (see [Config.BatchWindow]). fn
+// is called from one goroutine, with the same live Inputs each time.
+// Meanwhile it sets the Valid condition of the ServiceExports.
+//
+// Run may be called once. It returns nil when ctx ends, and an error only
+// for an invalid Config: API errors are logged and retried.
+func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes []normalize.Change)) error {
+	if err := s.cfg.Validate(); err != nil {
+		return err
+	}
+	exports := s.serviceExportsServed(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	in, informers, synced, err := s.watch(exports)
+	if err != nil {
+		return err
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	for _, inf := range informers {
+		g.Go(func() error {
+			inf.RunWithContext(ctx)
+			return nil
+		})
+	}
+	var status *statusWriter
+	if in.exports != nil {
+		status = newStatusWriter(s.mcs, in, s.cfg.Options, s.clock, s.statusRetry, s.log.With("component", "status"))
+		status.synced = s.statusSynced
+		g.Go(func() error {
+			<-ctx.Done()
+			status.queue.ShutDown()
+			return nil
+		})
+		g.Go(func() error {
+			status.run(ctx)
+			return nil
+		})
+	}
+	g.Go(func() error {
+		s.deliver(ctx, in, synced, status, fn)
+		return nil
+	})
+	return g.Wait()
+}
+
+// deliver waits for the caches, then hands fn the queued changes until ctx
+// ends.
+func (s *Source) deliver(ctx context.Context, in *caches, synced []cache.DoneChecker, status *statusWriter, fn func(normalize.Inputs, []normalize.Change)) {
+	start := s.clock.Now()
+	if !cache.WaitFor(ctx, "", synced...) {
+		return
+	}
+	// Every handler has seen every listed object: the queue holds them all.
+	changes := s.queue.take()
+	s.log.Info("caches synced", "changes", len(changes), "duration", s.clock.Since(start).Round(time.Millisecond))
+	for {
+		last := s.clock.Now()
+		fn(in, changes)
+		if status != nil {
+			status.enqueue(changes)
+		}
+		var ok bool
+		if changes, ok = s.next(ctx, last); !ok {
+			return
+		}
+	}
+}
+
+// next waits for changes: at once after a quiet period, else until
+// BatchWindow has passed since last, the previous delivery. It returns
+// false when ctx ends.
+func (s *Source) next(ctx context.Context, last time.Time) ([]normalize.Change, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-s.queue.ready:
+		}
+		if wait := s.cfg.BatchWindow - s.clock.Since(last); wait > 0 {
+			t := s.clock.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, false
+			case <-t.C():
+			}
+		}
+		// Empty when an earlier take drained what signalled.
+		if changes := s.queue.take(); len(changes) > 0 {
+			return changes, true
+		}
+	}
+}
+
+// serviceExportsServed asks the API server whether it serves v1alpha1
+// ServiceExports, retrying until it can tell or ctx ends.
+func (s *Source) serviceExportsServed(ctx context.Context) bool {
+	if s.mcs == nil {
+		return false
+	}
+	gv := mcsv1alpha1.GroupVersion.String()
+	// The MCS client's discovery: it speaks JSON, as the CRDs do.
+	d := discovery.ToDiscoveryInterfaceWithContext(s.mcs.Discovery())
+	backoff := time.Second
+	for {
+		resources, err := d.ServerResourcesForGroupVersionWithContext(ctx, gv)
+		switch {
+		case err == nil:
+			if slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool {
+				return r.Name == mcsv1alpha1.ServiceExportPluralName
+			}) {
+				return true
+			}
+			fallthrough
+		case apierrors.IsNotFound(err):
+			s.log.Warn("the cluster serves no MCS ServiceExports; only services labelled or exported by policy are federated (restart the spoke after installing the CRD)",
+				"group_version", gv)
+			return false
+		}
+		s.log.Warn("cannot discover MCS ServiceExports; retrying", "group_version", gv, "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-s.clock.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// watch creates the informers, with their transforms and handlers, and
+// returns the Inputs over their caches and what tells that their handlers
+// have seen the initial lists.
+func (s *Source) watch(exports bool) (*caches, []cache.SharedIndexInformer, []cache.DoneChecker, error) {
+	t := newTransforms()
+	byNamespace := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	type informer struct {
+		kind      normalize.Kind
+		inf       cache.SharedIndexInformer
+		transform cache.TransformFunc
+		same      func(old, cur any) bool
+		idx       *cache.Indexer
+	}
+	in := &caches{}
+	all := []informer{
+		{
+			normalize.KindService,
+			coreinformers.NewServiceInformerWithOptions(s.kube, metav1.NamespaceAll, internalinterfaces.InformerOptions{Indexers: byNamespace}),
+			transform(t.service), unchanged[corev1.Service], &in.services,
+		},
+		{
+			normalize.KindEndpointSlice,
+			discoveryinformers.NewEndpointSliceInformerWithOptions(s.kube, metav1.NamespaceAll, internalinterfaces.InformerOptions{
+				Indexers: cache.Indexers{indexServiceName: serviceNameIndex},
+			}),
+			transform(t.endpointSlice), unchanged[discoveryv1.EndpointSlice], &in.slices,
+		},
+		{
+			normalize.KindPod,
+			coreinformers.NewPodInformerWithOptions(s.kube, metav1.NamespaceAll, internalinterfaces.InformerOptions{
+				Indexers: byNamespace,
+				// Finished pods have no workload, and a Job's can outnumber the live ones.
+				TweakListOptions: func(o *metav1.ListOptions) { o.FieldSelector = "status.phase!=Succeeded,status.phase!=Failed" },
+			}),
+			transform(t.pod), unchanged[corev1.Pod], &in.pods,
+		},
+		{
+			normalize.KindNode,
+			coreinformers.NewNodeInformerWithOptions(s.kube, internalinterfaces.InformerOptions{}),
+			transform(t.node), unchanged[corev1.Node], &in.nodes,
+		},
+		{
+			normalize.KindNamespace,
+			coreinformers.NewNamespaceInformerWithOptions(s.kube, internalinterfaces.InformerOptions{}),
+			transform(t.namespace), unchanged[corev1.Namespace], &in.namespaces,
+		},
+	}
+	if exports {
+		all = append(all, informer{
+			normalize.KindServiceExport, s.serviceExportInformer(),
+			transform(t.serviceExport), unchanged[mcsv1alpha1.ServiceExport], &in.exports,
+		})
+	}
+
+	var informers []cache.SharedIndexInformer
+	var synced []cache.DoneChecker
+	for _, i := range all {
+		log := s.log.With("kind", kindName(i.kind))
+		if err := i.inf.SetTransform(i.transform); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s informer: %w", kindName(i.kind), err)
+		}
+		if err := i.inf.SetWatchErrorHandlerWithContext(watchErrorHandler(log)); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s informer: %w", kindName(i.kind), err)
+		}
+		reg, err := i.inf.AddEventHandler(handler{kind: i.kind, q: s.queue, log: log, same: i.same})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s informer: %w", kindName(i.kind), err)
+		}
+		*i.idx = i.inf.GetIndexer()
+		informers = append(informers, i.inf)
+		synced = append(synced, reg.HasSyncedChecker())
+	}
+	return in, informers, synced, nil
+}
+
+// serviceExportInformer watches v1alpha1 ServiceExports. The generated
+// informer of mcs-api predates contexts and client-go's watch-list opt-out.
+func (s *Source) serviceExportInformer() cache.SharedIndexInformer {
+	exports := s.mcs.MulticlusterV1alpha1().ServiceExports(metav1.NamespaceAll)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return exports.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return exports.Watch(ctx, o)
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, s.mcs),
+		&mcsv1alpha1.ServiceExport{}, cache.SharedIndexInformerOptions{})
+}
+
+// watchErrorHandler logs what client-go's default handler logs through
+// klog: the informer retries by itself.
+func watchErrorHandler(log *slog.Logger) cache.WatchErrorHandlerWithContext {
+	return func(_ context.Context, _ *cache.Reflector, err error) {
+		switch {
+		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			log.Debug("watch closed; resuming", "error", err)
+		default:
+			log.Warn("cannot watch; retrying", "error", err)
+		}
+	}
+}
+
+func kindName(k normalize.Kind) string {
+	switch k {
+	case normalize.KindService:
+		return "Service"
+	case normalize.KindServiceExport:
+		return "ServiceExport"
+	case normalize.KindEndpointSlice:
+		return "EndpointSlice"
+	case normalize.KindPod:
+		return "Pod"
+	case normalize.KindNode:
+		return "Node"
+	case normalize.KindNamespace:
+		return "Namespace"
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+func typeName(obj any) string { return fmt.Sprintf("%T", obj) }

@@ -1,0 +1,208 @@
+package kube
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/spoke/normalize"
+)
+
+// transformFunc returns the informer transform of obj's kind.
+func transformFunc(t *testing.T, tr *transforms, obj runtime.Object) cache.TransformFunc {
+	t.Helper()
+	switch obj.(type) {
+	case *corev1.Service:
+		return transform(tr.service)
+	case *corev1.Pod:
+		return transform(tr.pod)
+	case *corev1.Node:
+		return transform(tr.node)
+	case *corev1.Namespace:
+		return transform(tr.namespace)
+	case *discoveryv1.EndpointSlice:
+		return transform(tr.endpointSlice)
+	case *mcsv1alpha1.ServiceExport:
+		return transform(tr.serviceExport)
+	}
+	t.Fatalf("no transform for %T", obj)
+	return nil
+}
+
+func transformAll(t *testing.T, objs []runtime.Object) []runtime.Object {
+	t.Helper()
+	tr := newTransforms()
+	out := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		got, err := transformFunc(t, tr, o)(o.DeepCopyObject())
+		if err != nil {
+			t.Fatalf("transform %T: %v", o, err)
+		}
+		out[i] = got.(runtime.Object)
+	}
+	return out
+}
+
+// TestTransformKeepsWhatNormalizeReads is the invariant of the transforms:
+// normalizing the cached objects gives what normalizing the API server's
+// objects gives.
+func TestTransformKeepsWhatNormalizeReads(t *testing.T) {
+	objs := cluster()
+	before, after := betaInputs(objs), betaInputs(transformAll(t, objs))
+	for _, policy := range []normalize.ExportPolicy{normalize.ExportExported, normalize.ExportAll} {
+		t.Run(string(policy), func(t *testing.T) {
+			opts := testOptions
+			opts.Export = policy
+			want, got := fullShard(t, before, opts), fullShard(t, after, opts)
+			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("shard from transformed objects (-want +got):\n%s", diff)
+			}
+			if policy == normalize.ExportExported {
+				checkFixtureShard(t, want)
+			}
+		})
+	}
+	// Pods behind no exported service, and the export decisions.
+	for _, p := range before.Pods("") {
+		pa, _ := after.Pod(p.Namespace, p.Name)
+		if diff := cmp.Diff(normalize.Workload(before, testOptions, p), normalize.Workload(after, testOptions, pa), protocmp.Transform()); diff != "" {
+			t.Errorf("workload of pod %s/%s (-want +got):\n%s", p.Namespace, p.Name, diff)
+		}
+	}
+	for _, name := range []string{"echo", "db", "ext", "ghost"} {
+		_, want := normalize.Service(before, testOptions, "demo", name)
+		_, got := normalize.Service(after, testOptions, "demo", name)
+		if want != got {
+			t.Errorf("export status of demo/%s = %+v, want %+v", name, got, want)
+		}
+	}
+}
+
+// checkFixtureShard makes sure the fixture exercises what the transforms
+// must keep, so that TestTransformKeepsWhatNormalizeReads means something.
+func checkFixtureShard(t *testing.T, u *federationpb.ShardUpdate) {
+	t.Helper()
+	if len(u.Services) != 2 || len(u.Endpoints) != 6 || len(u.Workloads) != 4 {
+		t.Fatalf("fixture shard: %d services, %d endpoints, %d workloads; want 2, 6, 4:\n%v",
+			len(u.Services), len(u.Endpoints), len(u.Workloads), u)
+	}
+	if got := u.Cluster.GetNetwork(); got != "net-east" {
+		t.Errorf("cluster network %q, want the system namespace's", got)
+	}
+	if got := len(u.Cluster.GetGateways()); got != 6 {
+		t.Errorf("%d gateways, want 3 addresses × 2 ports", got)
+	}
+	if got := u.Services[0].GetPorts()[0].GetTargetPortName(); got != "grpc" {
+		t.Errorf("echo target port name %q", got)
+	}
+	byName := map[string]*federationpb.Workload{}
+	for _, w := range u.Workloads {
+		byName[w.GetName()] = w
+	}
+	checks := []struct {
+		pod, what string
+		ok        bool
+	}{
+		{"echo-a", "ambient", byName["echo-a"].GetAmbient()},
+		{"echo-a", "app and version", byName["echo-a"].GetApp() == "echo" && byName["echo-a"].GetVersion() == "v1"},
+		{"echo-a", "locality", byName["echo-a"].GetLocality().GetSubzone() == "rack-node-a"},
+		{"echo-a", "ready", byName["echo-a"].GetReady()},
+		{"echo-a", "service account", byName["echo-a"].GetServiceAccount() == "echo-sa"},
+		{"echo-b", "pod network", byName["echo-b"].GetNetwork() == "net-pod"},
+		{"echo-b", "app.kubernetes.io labels", byName["echo-b"].GetApp() == "echo" && byName["echo-b"].GetVersion() == "v2"},
+		{"echo-c", "canonical labels", byName["echo-c"].GetCanonicalName() == "echo-canonical" && byName["echo-c"].GetCanonicalRevision() == "r3"},
+		{"cache-0", "namespace network", byName["cache-0"].GetNetwork() == "net-edge"},
+		{"cache-0", "name from its ReplicaSet", byName["cache-0"].GetCanonicalName() == "echo"},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("fixture workload %s: %s not as set up: %v", c.pod, c.what, byName[c.pod])
+		}
+	}
+}
+
+func TestTransformDropsTheRest(t *testing.T) {
+	objs := cluster()
+	for i, o := range transformAll(t, objs) {
+		m := o.(metav1.Object)
+		if m.GetManagedFields() != nil || m.GetFinalizers() != nil {
+			t.Errorf("%T %s: managedFields or finalizers kept", o, m.GetName())
+		}
+		if _, ok := m.GetLabels()["example.com/team"]; ok {
+			t.Errorf("%T %s: label outside the allow-list kept", o, m.GetName())
+		}
+		if _, ok := m.GetAnnotations()["example.com/team"]; ok {
+			t.Errorf("%T %s: annotation outside the allow-list kept", o, m.GetName())
+		}
+		if m.GetUID() == "" || m.GetResourceVersion() == "" || m.GetCreationTimestamp() == (metav1.Time{}) {
+			t.Errorf("%T %s: identity not kept", o, m.GetName())
+		}
+		again := transformAll(t, []runtime.Object{o})[0]
+		if !equality.Semantic.DeepEqual(o, again) {
+			t.Errorf("%T %s: transform is not idempotent:\n%s", o, m.GetName(), cmp.Diff(o, again))
+		}
+		if orig := objs[i].(metav1.Object); len(orig.GetManagedFields()) == 0 {
+			t.Errorf("fixture %T %s has no managedFields", objs[i], orig.GetName())
+		}
+
+		switch o := o.(type) {
+		case *corev1.Pod:
+			want := corev1.PodSpec{ServiceAccountName: "echo-sa", NodeName: o.Spec.NodeName, HostNetwork: o.Name == "agent"}
+			if diff := cmp.Diff(want, o.Spec); diff != "" {
+				t.Errorf("pod %s spec (-want +got):\n%s", o.Name, diff)
+			}
+			if len(o.Status.Conditions) != 1 || o.Status.ContainerStatuses != nil || o.Status.HostIP != "" {
+				t.Errorf("pod %s status: %+v", o.Name, o.Status)
+			}
+			if len(o.OwnerReferences) != 1 || o.OwnerReferences[0].Kind != "ReplicaSet" {
+				t.Errorf("pod %s owners %v, want its controller only", o.Name, o.OwnerReferences)
+			}
+		case *corev1.Node:
+			if !equality.Semantic.DeepEqual(o.Spec, corev1.NodeSpec{}) || !equality.Semantic.DeepEqual(o.Status, corev1.NodeStatus{}) {
+				t.Errorf("node %s: spec or status kept", o.Name)
+			}
+			if len(o.Labels) != 3 {
+				t.Errorf("node %s labels %v, want the locality only", o.Name, o.Labels)
+			}
+		case *corev1.Service:
+			if o.Spec.Selector != nil || o.Spec.SessionAffinity != "" || o.Spec.ExternalName != "" {
+				t.Errorf("service %s spec: %+v", o.Name, o.Spec)
+			}
+			for _, p := range o.Spec.Ports {
+				if p.NodePort != 0 {
+					t.Errorf("service %s: node port kept", o.Name)
+				}
+			}
+		case *discoveryv1.EndpointSlice:
+			for _, e := range o.Endpoints {
+				if e.Hints != nil || e.DeprecatedTopology != nil || len(e.Addresses) != 1 || (e.TargetRef != nil && e.TargetRef.ResourceVersion != "") {
+					t.Errorf("slice %s endpoint: %+v", o.Name, e)
+				}
+			}
+			if _, ok := o.Labels[discoveryv1.LabelManagedBy]; ok {
+				t.Errorf("slice %s: managed-by label kept", o.Name)
+			}
+		case *mcsv1alpha1.ServiceExport:
+			if o.Spec.ExportedLabels != nil || len(o.Status.Conditions) != 1 || o.Generation != 1 {
+				t.Errorf("export %s: spec dropped, status and generation kept? %+v", o.Name, o)
+			}
+		}
+	}
+}
+
+func TestTransformPassesOtherTypes(t *testing.T) {
+	tombstone := cache.DeletedFinalStateUnknown{Key: "demo/echo"}
+	got, err := transform(newTransforms().service)(tombstone)
+	if err != nil || got != tombstone {
+		t.Errorf("transform(tombstone) = %v, %v; want it unchanged", got, err)
+	}
+}
