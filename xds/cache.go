@@ -255,21 +255,11 @@ func (c *Cache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription
 	// set exists. Until then (a view being built) it waits: an empty answer
 	// would tell a reconnecting client that everything it has is gone.
 	if s := c.sets[k]; s != nil {
-		first := req.GetResponseNonce() == "" && sub.IsWildcard()
-		// An ACK from a wildcard client that has this version: nothing to
-		// compare.
-		if !first && sub.IsWildcard() && s.synced[mapID(sub.ReturnedResources())] {
-			goto park
-		}
-		resp := deltaResponse(w, s, first, nil)
-		if resp != nil {
+		if resp := s.deltaAnswer(w); resp != nil {
 			ch <- resp
-			s.markSynced(w, resp.returned)
 			return func() {}, nil
 		}
-		s.markSynced(w, sub.ReturnedResources())
 	}
-park:
 	ws := c.delta[k]
 	if ws == nil {
 		ws = newWatchers[*deltaWatch]()
@@ -398,6 +388,25 @@ func wildcardDeltaResponse(w *deltaWatch, s *set, always bool, changed []string)
 		delete(returned, name)
 	}
 	return r.finish(returned, always)
+}
+
+// deltaAnswer returns what a new delta watch must be sent at once, or nil
+// when it waits for a change.
+func (s *set) deltaAnswer(w *deltaWatch) *deltaResp {
+	wildcard := w.sub.IsWildcard()
+	first := w.req.GetResponseNonce() == "" && wildcard
+	// An ACK from a wildcard client that has this version: nothing to
+	// compare.
+	if !first && wildcard && s.synced[mapID(w.sub.ReturnedResources())] {
+		return nil
+	}
+	resp := deltaResponse(w, s, first, nil)
+	if resp != nil {
+		s.markSynced(w, resp.returned)
+	} else {
+		s.markSynced(w, w.sub.ReturnedResources())
+	}
+	return resp
 }
 
 // markSynced records that a wildcard client's version map now matches the
