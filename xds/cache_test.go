@@ -214,3 +214,70 @@ func TestCacheSotwPartialForEDS(t *testing.T) {
 		t.Error("the watch on b is no longer indexed")
 	}
 }
+
+// TestCacheWildcardDeltaFollowsEveryChange: a wildcard delta client gets
+// each change once, including one made while it had not yet acknowledged
+// the previous response.
+func TestCacheWildcardDeltaFollowsEveryChange(t *testing.T) {
+	const typ = "type.googleapis.com/istio.workload.Address"
+	c := NewCache(nil)
+	put := func(name string, v int64) {
+		t.Helper()
+		if _, err := c.Update(typ, "", map[string]proto.Message{name: cluster(name, v)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", 1)
+	put("b", 1)
+	sub := stream.NewDeltaSubscription(nil, nil, nil, true)
+	ch := make(chan cache.DeltaResponse, 1)
+	watch := func(nonce string) {
+		t.Helper()
+		if _, err := c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: typ, ResponseNonce: nonce}, sub, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv := func() []string {
+		t.Helper()
+		select {
+		case r := <-ch:
+			sub.SetReturnedResources(r.GetReturnedResources())
+			out, _ := r.GetDeltaDiscoveryResponse()
+			return append(names(out.GetResources()), out.GetRemovedResources()...)
+		default:
+			return nil
+		}
+	}
+	watch("")
+	if got := recv(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("first response %v", got)
+	}
+	watch("1") // ACK: nothing new
+	if got := recv(); got != nil {
+		t.Fatalf("an up-to-date ACK was answered with %v", got)
+	}
+	put("a", 2) // answers the parked watch with a alone
+	if got := recv(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("after changing a: %v", got)
+	}
+	put("b", 2) // no watch is open: the next ACK must bring b
+	watch("2")
+	if got := recv(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("the ACK after an unseen change got %v, want b", got)
+	}
+	if _, err := c.Update(typ, "", nil, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	watch("3")
+	if got := recv(); !slices.Equal(got, []string{"a"}) || len(sub.ReturnedResources()) != 1 {
+		t.Fatalf("after removing a: %v, returned %v", got, sub.ReturnedResources())
+	}
+}
+
+func names(rs []*discovery.Resource) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.GetName())
+	}
+	return out
+}
