@@ -34,17 +34,20 @@ build() { # module package output [go build flags...]
   shift 3
   [[ -x $dir/$out ]] && return 0
   echo "test-assets: building $out from $pkg ($mod) ..."
-  (cd "$here/$mod" && go build -trimpath "$@" -o "$dir/.$out.tmp" "$pkg")
+  (cd "$here/$mod" && go build -trimpath "$@" -o "$dir/.$out.tmp" "$pkg") || return
   mv -f "$dir/.$out.tmp" "$dir/$out"
 }
 
-build etcd go.etcd.io/etcd/server/v3 etcd -ldflags='-s -w'
+# Both at once: one's downloads overlap the other's compiling.
+build etcd go.etcd.io/etcd/server/v3 etcd -ldflags='-s -w' &
+etcd_pid=$!
 minor=${k8s#v1.}
 minor=${minor%%.*}
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver -ldflags="-s -w \
   -X k8s.io/component-base/version.gitVersion=$k8s \
   -X k8s.io/component-base/version.gitMajor=1 \
   -X k8s.io/component-base/version.gitMinor=$minor \
-  -X k8s.io/component-base/version.gitTreeState=clean"
+  -X k8s.io/component-base/version.gitTreeState=clean" || { wait "$etcd_pid"; exit 1; }
+wait "$etcd_pid"
 
 echo "test-assets: kube-apiserver $k8s and etcd $etcd built into $dir in $((SECONDS - start))s"

@@ -1,0 +1,546 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/hub"
+	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/kubetest"
+)
+
+// kubeScale is the size of the cluster BenchmarkKubeSpokeScale builds.
+type kubeScale struct {
+	services, perService, nodes, namespaces int
+}
+
+func (s kubeScale) endpoints() int { return s.services * s.perService }
+
+// scaleCluster is the bench cluster's ID at the hub.
+const scaleCluster federation.ClusterID = "east"
+
+// BenchmarkKubeSpokeScale (issue #3) runs a spoke, as its own process,
+// against one real API server holding 5,000 exported services, 50,000
+// endpoints in EndpointSlices, 50,000 ready pods and 500 nodes, created
+// before the spoke starts, and an in-process hub. It measures the initial
+// sync (spoke start → the hub's registry holds every endpoint), the spoke's
+// RSS after it, the bytes of the initial sync and of one endpoint change
+// (the hub's meshfed_hub_shard_received_bytes_total), and the latency of an
+// endpoint change (EndpointSlice update → the hub's registry shows it).
+// -short builds a 10× smaller cluster. The whole run is one iteration:
+// use -benchtime 1x.
+func BenchmarkKubeSpokeScale(b *testing.B) {
+	sc := kubeScale{services: 5_000, perService: 10, nodes: 500, namespaces: 50}
+	if testing.Short() {
+		sc = kubeScale{services: 500, perService: 10, nodes: 50, namespaces: 5}
+	}
+	b.ReportAllocs()
+	ctx := b.Context()
+
+	// Build the spoke's binary while the API server starts and fills.
+	bin := filepath.Join(b.TempDir(), "meshfed")
+	built := make(chan error, 1)
+	go func() {
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/meshfed/meshfed/cmd/meshfed").CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+		built <- err
+	}()
+
+	c := kubetest.Start(b, 1)[0]
+	createStart := time.Now()
+	objects := scalePopulate(b, c.Config, sc)
+	createTime := time.Since(createStart)
+	if err := <-built; err != nil {
+		b.Fatal(err)
+	}
+
+	h := scaleHub(b)
+	reg := h.Registry()
+	metricsURL := "http://" + h.DebugAddr().String() + "/metrics"
+	heapBefore := scaleHeapInuse()
+
+	// The spoke, as `meshfed spoke`, until the benchmark ends.
+	b.ResetTimer()
+	syncStart := time.Now()
+	logPath := filepath.Join(b.TempDir(), "spoke.log")
+	pid := scaleRunSpoke(b, bin, logPath, "spoke", "--kubeconfig", c.Kubeconfig, "--hub", h.FederationAddr().String(),
+		"--insecure", "--cluster-id", string(scaleCluster), "--network", "net-east", "--log-level", "info")
+	synced := scaleAwait(b, reg, 5*time.Minute, logPath, "the initial sync", func(s *registry.Snapshot) bool {
+		return scaleEndpointCount(s) == sc.endpoints()
+	})
+	syncTime := time.Since(syncStart)
+	rss, hwm := scaleProcMem(b, pid)
+	gcAtSync := scaleLastGC(logPath)
+	heapAfter := scaleHeapInuse()
+	syncBytes := scaleReceivedBytes(b, metricsURL)
+	if n := synced.ServiceCount(); n != sc.services {
+		b.Errorf("%d services at the hub, want %d", n, sc.services)
+	}
+	if n := synced.WorkloadCount(); n != sc.endpoints() {
+		b.Errorf("%d workloads at the hub, want %d", n, sc.endpoints())
+	}
+
+	// The spoke then marks each ServiceExport Valid; wait for it, so that
+	// the endpoint changes below are measured on a quiet spoke.
+	validStart := time.Now()
+	scaleAwaitExportsValid(b, c.MCS, sc.services)
+	validTime := time.Since(validStart)
+	rssValid, hwmValid := scaleProcMem(b, pid)
+
+	// One endpoint's ready condition flips, ten times.
+	const changes = 10
+	latencies := make([]time.Duration, 0, changes)
+	deltas := make([]float64, 0, changes)
+	ns, svc := scaleNamespace(0, sc), scaleService(0)
+	addr := scalePodIP(0)
+	for i := range changes {
+		ready := i%2 == 1
+		before := scaleReceivedBytes(b, metricsURL)
+		start := time.Now()
+		slice, err := c.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, svc, metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		slice.Endpoints[0].Conditions.Ready = ptr.To(ready)
+		if _, err := c.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		scaleAwait(b, reg, 30*time.Second, logPath, "an endpoint change", func(s *registry.Snapshot) bool {
+			e := scaleEndpoint(s, ns+"/"+svc, addr)
+			return (e != nil && e.GetReady()) == ready
+		})
+		latencies = append(latencies, time.Since(start))
+		deltas = append(deltas, scaleReceivedBytes(b, metricsURL)-before)
+	}
+	b.StopTimer()
+	slices.Sort(latencies)
+	slices.Sort(deltas)
+	latency, delta := latencies[changes/2], deltas[changes/2]
+
+	const mib = 1 << 20
+	b.ReportMetric(createTime.Seconds(), "s/create")
+	b.ReportMetric(syncTime.Seconds(), "s/initial-sync")
+	b.ReportMetric(float64(rss)/mib, "MiB-spoke-rss")
+	b.ReportMetric(float64(max(hwm, hwmValid))/mib, "MiB-spoke-peak-rss")
+	b.ReportMetric(syncBytes, "bytes/initial-sync")
+	b.ReportMetric(delta, "bytes/change")
+	b.ReportMetric(float64(latency.Microseconds())/1e3, "ms/change")
+	b.ReportMetric(validTime.Seconds(), "s/exports-valid")
+
+	b.Logf("\n"+
+		"| cluster | %d services (%d namespaces), %d endpoints, %d pods, %d nodes |\n"+
+		"|---|---|\n"+
+		"| objects created (%d API requests, 32 workers) | %v (%.0f req/s) |\n"+
+		"| spoke: %s |\n"+
+		"| initial sync: spoke start → hub has every endpoint | %v |\n"+
+		"| initial sync bytes (hub received) | %.0f B (%.1f B/endpoint) |\n"+
+		"| spoke RSS after sync (VmRSS) / peak (VmHWM) | %.1f MiB / %.1f MiB |\n"+
+		"| spoke's last GC before the RSS reading (gctrace; A->B->C MB: heap at GC start, at GC end, live) | %s |\n"+
+		"| spoke RSS after exports valid / peak | %.1f MiB / %.1f MiB |\n"+
+		"| test process heap in use, after sync − before spoke (hub + registry; the spoke is another process) | %+.1f MiB |\n"+
+		"| all ServiceExports Valid, after sync | %v |\n"+
+		"| endpoint change: bytes, median (min–max) of %d | %.0f B (%.0f–%.0f) |\n"+
+		"| endpoint change: latency, median (min–max) of %d | %v (%v–%v) |",
+		sc.services, sc.namespaces, sc.endpoints(), sc.endpoints(), sc.nodes,
+		objects, createTime.Round(time.Millisecond), float64(objects)/createTime.Seconds(),
+		scaleCachesSyncedLine(logPath),
+		syncTime.Round(time.Millisecond),
+		syncBytes, syncBytes/float64(sc.endpoints()),
+		float64(rss)/mib, float64(hwm)/mib, gcAtSync,
+		float64(rssValid)/mib, float64(hwmValid)/mib,
+		float64(int64(heapAfter)-int64(heapBefore))/mib,
+		validTime.Round(time.Millisecond),
+		changes, delta, deltas[0], deltas[changes-1],
+		changes, latency.Round(time.Microsecond), latencies[0].Round(time.Microsecond), latencies[changes-1].Round(time.Microsecond))
+}
+
+// scalePopulate creates the cluster's objects with 32 workers and a client
+// without rate limits, and returns how many API requests it made.
+func scalePopulate(b *testing.B, base *rest.Config, sc kubeScale) int {
+	b.Helper()
+	ctx := b.Context()
+	rc := rest.CopyConfig(base)
+	rc.QPS, rc.Burst = 10_000, 20_000
+	mcs, err := mcsclientset.NewForConfig(rc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rc.ContentType = kruntime.ContentTypeProtobuf
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	requests := 0
+
+	// envtest serves ClusterIPs from a /24: a second ServiceCIDR gives
+	// room for 5,000 services. The API server allocates from it once it is
+	// Ready, which kube-controller-manager (absent here) would report.
+	cidr, err := kube.NetworkingV1().ServiceCIDRs().Create(ctx, &networkingv1.ServiceCIDR{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cidr.Status.Conditions = []metav1.Condition{{
+		Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionTrue,
+		Reason: "Bench", LastTransitionTime: metav1.Now(),
+	}}
+	if _, err := kube.NetworkingV1().ServiceCIDRs().UpdateStatus(ctx, cidr, metav1.UpdateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	requests += 2
+
+	run := func(n int, task func(ctx context.Context, i int) error) {
+		g, ctx := errgroup.WithContext(ctx)
+		g.SetLimit(32)
+		for i := range n {
+			g.Go(func() error { return task(ctx, i) })
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run(sc.namespaces, func(ctx context.Context, i int) error {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%02d", i)}}, metav1.CreateOptions{})
+		return err
+	})
+	run(sc.nodes, func(ctx context.Context, i int) error {
+		_, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: scaleNode(i), Labels: map[string]string{
+			"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": fmt.Sprintf("z%d", i%3),
+		}}}, metav1.CreateOptions{})
+		return err
+	})
+	requests += sc.namespaces + sc.nodes
+	// One task per service: the Service, its ServiceExport, its pods (create
+	// and status) and its EndpointSlice.
+	run(sc.services, func(ctx context.Context, j int) error {
+		ns, name := scaleNamespace(j, sc), scaleService(j)
+		labels := map[string]string{"app": name}
+		if _, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
+				Name: "grpc", Port: 8080, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolTCP,
+			}}},
+		}, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("service %s/%s: %w", ns, name, err)
+		}
+		if _, err := mcs.MulticlusterV1alpha1().ServiceExports(ns).Create(ctx, &mcsv1alpha1.ServiceExport{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		}, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("service export %s/%s: %w", ns, name, err)
+		}
+		eps := make([]discoveryv1.Endpoint, sc.perService)
+		for k := range sc.perService {
+			i := j*sc.perService + k
+			pod, ip, node := fmt.Sprintf("%s-%d", name, k), scalePodIP(i), scaleNode(i%sc.nodes)
+			p, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns, Labels: labels},
+				Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("pod %s/%s: %w", ns, pod, err)
+			}
+			p.Status = corev1.PodStatus{
+				Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			}
+			if _, err := kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("pod %s/%s status: %w", ns, pod, err)
+			}
+			eps[k] = discoveryv1.Endpoint{
+				Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+				NodeName: ptr.To(node), TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod},
+			}
+		}
+		if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](9090), Protocol: ptr.To(corev1.ProtocolTCP)}},
+			Endpoints:   eps,
+		}, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("endpoint slice %s/%s: %w", ns, name, err)
+		}
+		return nil
+	})
+	requests += sc.services * (3 + 2*sc.perService)
+	return requests
+}
+
+func scaleNamespace(svc int, sc kubeScale) string {
+	return fmt.Sprintf("bench-%02d", svc%sc.namespaces)
+}
+func scaleService(svc int) string { return fmt.Sprintf("svc-%04d", svc) }
+func scaleNode(i int) string      { return fmt.Sprintf("node-%03d", i) }
+
+// scalePodIP is pod i's address, in 10.128.0.0/14, clear of the ServiceCIDRs.
+func scalePodIP(i int) string {
+	j := i + 1
+	return fmt.Sprintf("10.%d.%d.%d", 128+j>>16, j>>8&255, j&255)
+}
+
+// scaleHub starts an insecure hub with its debug endpoint (for /metrics)
+// until the benchmark ends.
+func scaleHub(b *testing.B) *hub.Hub {
+	b.Helper()
+	cfg := hub.DefaultConfig()
+	cfg.Insecure = true
+	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = "127.0.0.1:0", "", "127.0.0.1:0"
+	h, err := hub.New(cfg, testLogger(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("hub: %v", err)
+		}
+	})
+	return h
+}
+
+// scaleRunSpoke starts the meshfed binary with args, its output in
+// logPath, and stops it (SIGTERM, then SIGKILL after 30 s) when the
+// benchmark ends. It returns the process ID.
+func scaleRunSpoke(b *testing.B, bin, logPath string, args ...string) int {
+	b.Helper()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// gctrace tells the spoke's live heap apart from its RSS.
+	cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		b.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	b.Cleanup(func() {
+		defer func() { _ = logFile.Close() }()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		timer := time.NewTimer(30 * time.Second)
+		defer timer.Stop()
+		select {
+		case err := <-exited:
+			var exit *exec.ExitError
+			signaled := errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signaled()
+			if err != nil && !signaled {
+				b.Errorf("spoke: %v%s", err, scaleLogTail(logPath))
+			}
+		case <-timer.C:
+			_ = cmd.Process.Kill()
+			b.Logf("spoke killed: %v", <-exited)
+			b.Errorf("spoke did not stop within 30 s of SIGTERM%s", scaleLogTail(logPath))
+		}
+	})
+	return cmd.Process.Pid
+}
+
+// scaleAwait waits up to timeout for cond on the registry's snapshots.
+func scaleAwait(b *testing.B, reg *registry.Registry, timeout time.Duration, logPath, what string, cond func(*registry.Snapshot) bool) *registry.Snapshot {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), timeout)
+	defer cancel()
+	s, err := reg.Current().Await(ctx, cond)
+	if err != nil {
+		b.Fatalf("waiting for %s: %v (the hub has %d endpoints of %s; status %+v)%s",
+			what, err, scaleEndpointCount(s), scaleCluster, reg.Status(), scaleLogTail(logPath))
+	}
+	return s
+}
+
+// scaleEndpointCount counts the bench cluster's endpoints in a snapshot.
+func scaleEndpointCount(s *registry.Snapshot) int {
+	n := 0
+	for _, v := range s.Services() {
+		for _, c := range v.Clusters {
+			if c.Cluster == scaleCluster {
+				n += len(c.Endpoints)
+			}
+		}
+	}
+	return n
+}
+
+func scaleEndpoint(s *registry.Snapshot, key, addr string) *federation.TaggedEndpoint {
+	v, ok := s.Service(key)
+	if !ok {
+		return nil
+	}
+	for _, c := range v.Clusters {
+		if c.Cluster != scaleCluster {
+			continue
+		}
+		for _, e := range c.Endpoints {
+			if e.GetAddress() == addr {
+				return &e
+			}
+		}
+	}
+	return nil
+}
+
+// scaleAwaitExportsValid polls, for up to 5 minutes, until n ServiceExports
+// have the condition Valid=True.
+func scaleAwaitExportsValid(b *testing.B, mcs mcsclientset.Interface, n int) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		list, err := mcs.MulticlusterV1alpha1().ServiceExports(metav1.NamespaceAll).List(b.Context(), metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		valid := 0
+		for _, se := range list.Items {
+			if slices.ContainsFunc(se.Status.Conditions, func(c metav1.Condition) bool {
+				return c.Type == "Valid" && c.Status == metav1.ConditionTrue
+			}) {
+				valid++
+			}
+		}
+		if valid == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d ServiceExports valid after 5 minutes", valid, n)
+		}
+		<-tick.C
+	}
+}
+
+// scaleReceivedBytes reads the hub's meshfed_hub_shard_received_bytes_total
+// for the bench cluster from its /metrics.
+func scaleReceivedBytes(b *testing.B, url string) float64 {
+	b.Helper()
+	req, err := http.NewRequestWithContext(b.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	prefix := fmt.Sprintf("meshfed_hub_shard_received_bytes_total{cluster=%q} ", scaleCluster)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.Fatalf("no %s in the hub's /metrics", strings.TrimSpace(prefix))
+	return 0
+}
+
+// scaleProcMem reads a process's VmRSS and VmHWM (peak RSS), in bytes.
+func scaleProcMem(b *testing.B, pid int) (rss, hwm int64) {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if k == "VmRSS" {
+			rss = kb << 10
+		} else {
+			hwm = kb << 10
+		}
+	}
+	return rss, hwm
+}
+
+// scaleHeapInuse is this process's heap in use after a collection.
+func scaleHeapInuse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// scaleCachesSyncedLine is the spoke's "caches synced" log line.
+func scaleCachesSyncedLine(logPath string) string {
+	data, _ := os.ReadFile(logPath)
+	for line := range bytes.Lines(data) {
+		if bytes.Contains(line, []byte("caches synced")) {
+			return strings.TrimSpace(string(line))
+		}
+	}
+	return "(no caches synced line in its log)"
+}
+
+func scaleLogTail(logPath string) string {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = f.Close() }()
+	data, _ := io.ReadAll(f)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return "\nlast lines of the spoke's log:\n" + strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+// scaleLastGC is the spoke's last gctrace line so far.
+func scaleLastGC(logPath string) string {
+	data, _ := os.ReadFile(logPath)
+	last := "(none)"
+	for line := range bytes.Lines(data) {
+		if bytes.HasPrefix(line, []byte("gc ")) {
+			last = strings.TrimSpace(string(line))
+		}
+	}
+	return last
+}
