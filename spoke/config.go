@@ -40,6 +40,8 @@ type Config struct {
 	SystemNamespace string
 	MaxMessageBytes int
 	KeepaliveTime   time.Duration
+	// DebugAddr serves /healthz and /debug/pprof/ ("" disables it).
+	DebugAddr string
 	// Build is reported to the hub.
 	Build string
 }
@@ -77,6 +79,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SystemNamespace, "system-namespace", c.SystemNamespace, "namespace whose topology.istio.io/network label sets the cluster's network")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest federation message sent (the hub may ask for less)")
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping the hub connection when idle for this long")
+	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, `address for /healthz and /debug/pprof/ (HTTP; keep it local; "" disables it)`)
 }
 
 // Validate reports the problems in c.

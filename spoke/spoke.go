@@ -113,6 +113,13 @@ func (s *Spoke) Run(ctx context.Context) error {
 		})
 	})
 	g.Go(func() error { return s.uplink.Run(ctx) })
+	if s.cfg.DebugAddr != "" {
+		lis, err := net.Listen("tcp", s.cfg.DebugAddr)
+		if err != nil {
+			return fmt.Errorf("--debug-addr: %w", err)
+		}
+		g.Go(func() error { return serveDebug(ctx, lis) })
+	}
 	kind, location := s.cfg.source()
 	s.log.Info("spoke running", "hub", s.cfg.Hub, "source", kind, "location", location, "tls", !s.cfg.Insecure)
 	return g.Wait()
