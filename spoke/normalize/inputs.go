@@ -1,6 +1,8 @@
 package normalize
 
 import (
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -37,6 +39,25 @@ const (
 	KindNode
 	KindNamespace
 )
+
+// String returns the Kubernetes kind's name.
+func (k Kind) String() string {
+	switch k {
+	case KindService:
+		return "Service"
+	case KindServiceExport:
+		return "ServiceExport"
+	case KindEndpointSlice:
+		return "EndpointSlice"
+	case KindPod:
+		return "Pod"
+	case KindNode:
+		return "Node"
+	case KindNamespace:
+		return "Namespace"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
 
 // Change names an input object that was added, updated or deleted. For an
 // EndpointSlice, Name is the name of the Service it belongs to (its

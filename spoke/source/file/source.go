@@ -185,7 +185,7 @@ func (st *state) reload() (normalize.Inputs, []normalize.Change, error) {
 				duplicates[d] = true
 				if !st.duplicates[d] { // warn once, not on every reload
 					st.log.Warn("duplicate manifest object; the last file wins",
-						"kind", kindName(o.kind), "namespace", o.namespace, "name", o.name, "file", path, "previous_file", prev)
+						"kind", o.kind.String(), "namespace", o.namespace, "name", o.name, "file", path, "previous_file", prev)
 				}
 			}
 			objects[o.key] = o.obj
@@ -337,22 +337,4 @@ func logSkipped(log *slog.Logger, path string, skips []skipped) {
 		logf("skipping manifest objects of an unsupported kind",
 			"file", path, "apiVersion", s.APIVersion, "kind", s.Kind, "count", n)
 	}
-}
-
-func kindName(k normalize.Kind) string {
-	switch k {
-	case normalize.KindService:
-		return "Service"
-	case normalize.KindServiceExport:
-		return "ServiceExport"
-	case normalize.KindEndpointSlice:
-		return "EndpointSlice"
-	case normalize.KindPod:
-		return "Pod"
-	case normalize.KindNode:
-		return "Node"
-	case normalize.KindNamespace:
-		return "Namespace"
-	}
-	return fmt.Sprintf("Kind(%d)", k)
 }

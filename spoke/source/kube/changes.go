@@ -130,7 +130,7 @@ func (h handler) OnDelete(obj any) {
 		// A slice's key does not name its service. Never seen: client-go
 		// tombstones carry the cached object.
 		h.log.Error("deleted object of unknown state and type; its change is lost",
-			"kind", kindName(h.kind), "key", tombstone.Key, "type", typeName(tombstone.Obj))
+			"kind", h.kind.String(), "key", tombstone.Key, "type", typeName(tombstone.Obj))
 		return
 	}
 	h.q.add(normalize.Change{Kind: h.kind, Namespace: namespace, Name: name})
@@ -140,7 +140,7 @@ func (h handler) OnDelete(obj any) {
 func (h handler) changes(obj any) []normalize.Change {
 	o, ok := obj.(metav1.Object)
 	if !ok {
-		h.log.Error("informer notification of an unexpected type", "kind", kindName(h.kind), "type", typeName(obj))
+		h.log.Error("informer notification of an unexpected type", "kind", h.kind.String(), "type", typeName(obj))
 		return nil
 	}
 	switch h.kind {

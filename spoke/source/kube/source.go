@@ -280,16 +280,16 @@ func (s *Source) watch(exports bool) (*caches, []cache.SharedIndexInformer, []ca
 	var informers []cache.SharedIndexInformer
 	var synced []cache.DoneChecker
 	for _, i := range all {
-		log := s.log.With("kind", kindName(i.kind))
+		log := s.log.With("kind", i.kind.String())
 		if err := i.inf.SetTransform(i.transform); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s informer: %w", kindName(i.kind), err)
+			return nil, nil, nil, fmt.Errorf("%s informer: %w", i.kind.String(), err)
 		}
 		if err := i.inf.SetWatchErrorHandlerWithContext(watchErrorHandler(log)); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s informer: %w", kindName(i.kind), err)
+			return nil, nil, nil, fmt.Errorf("%s informer: %w", i.kind.String(), err)
 		}
 		reg, err := i.inf.AddEventHandler(handler{kind: i.kind, q: s.queue, log: log, same: i.same})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%s informer: %w", kindName(i.kind), err)
+			return nil, nil, nil, fmt.Errorf("%s informer: %w", i.kind.String(), err)
 		}
 		*i.idx = i.inf.GetIndexer()
 		informers = append(informers, i.inf)
@@ -325,24 +325,6 @@ func watchErrorHandler(log *slog.Logger) cache.WatchErrorHandlerWithContext {
 			log.Warn("cannot watch; retrying", "error", err)
 		}
 	}
-}
-
-func kindName(k normalize.Kind) string {
-	switch k {
-	case normalize.KindService:
-		return "Service"
-	case normalize.KindServiceExport:
-		return "ServiceExport"
-	case normalize.KindEndpointSlice:
-		return "EndpointSlice"
-	case normalize.KindPod:
-		return "Pod"
-	case normalize.KindNode:
-		return "Node"
-	case normalize.KindNamespace:
-		return "Namespace"
-	}
-	return fmt.Sprintf("Kind(%d)", k)
 }
 
 func typeName(obj any) string { return fmt.Sprintf("%T", obj) }
