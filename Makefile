@@ -49,7 +49,7 @@ fuzz: ## Run each fuzz target for a short while.
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in tools/go.mod).
-	$(TOOL) golangci-lint run ./...
+	$(TOOL) golangci-lint run --allow-parallel-runners ./...
 
 .PHONY: fmt
 fmt: ## Format the code with gofumpt.
