@@ -35,10 +35,10 @@ TESTASSETS      := $(CURDIR)/.cache/testassets/k8s-$(TESTASSETS_K8S:v%=%)-etcd-$
 test-assets: ## Build kube-apiserver and etcd for the tests (once, into .cache/testassets).
 	@hack/testassets/build.sh $(TESTASSETS)
 
-test test-e2e: export KUBEBUILDER_ASSETS := $(TESTASSETS)
+test test-e2e bench: export KUBEBUILDER_ASSETS := $(TESTASSETS)
 
 .PHONY: bench
-bench: ## Run the Go benchmarks (short).
+bench: test-assets ## Run the Go benchmarks (short).
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x ./...
 
 .PHONY: fuzz

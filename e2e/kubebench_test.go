@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -94,8 +95,10 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	b.ResetTimer()
 	syncStart := time.Now()
 	logPath := filepath.Join(b.TempDir(), "spoke.log")
+	debugAddr := scaleFreeAddr(b)
 	pid := scaleRunSpoke(b, bin, logPath, "spoke", "--kubeconfig", c.Kubeconfig, "--hub", h.FederationAddr().String(),
-		"--insecure", "--cluster-id", string(scaleCluster), "--network", "net-east", "--log-level", "info")
+		"--insecure", "--cluster-id", string(scaleCluster), "--network", "net-east", "--log-level", "info",
+		"--debug-addr", debugAddr)
 	synced := scaleAwait(b, reg, 5*time.Minute, logPath, "the initial sync", func(s *registry.Snapshot) bool {
 		return scaleEndpointCount(s) == sc.endpoints()
 	})
@@ -104,6 +107,8 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	gcAtSync := scaleLastGC(logPath)
 	heapAfter := scaleHeapInuse()
 	syncBytes := scaleReceivedBytes(b, metricsURL)
+	// The spoke's heap profile, for `go tool pprof -sample_index=inuse_space`.
+	b.Logf("spoke heap profile after sync: %s", scaleHeapProfile(b, debugAddr))
 	if n := synced.ServiceCount(); n != sc.services {
 		b.Errorf("%d services at the hub, want %d", n, sc.services)
 	}
@@ -543,4 +548,47 @@ func scaleLastGC(logPath string) string {
 		}
 	}
 	return last
+}
+
+// scaleFreeAddr returns a loopback address that was free a moment ago.
+func scaleFreeAddr(b *testing.B) string {
+	b.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	return addr
+}
+
+// scaleHeapProfile saves the spoke's heap profile under the repository's
+// git-ignored .cache/ and returns its path.
+func scaleHeapProfile(b *testing.B, debugAddr string) string {
+	b.Helper()
+	req, err := http.NewRequestWithContext(b.Context(), http.MethodGet, "http://"+debugAddr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Sprintf("(not fetched: %v)", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	path, err := filepath.Abs(filepath.Join("..", ".cache", "spoke-heap.pprof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Fatal(err)
+	}
+	return path
 }
