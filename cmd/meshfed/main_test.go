@@ -42,7 +42,7 @@ func TestDemoAndStatus(t *testing.T) {
 	var out syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"demo", "--dir", t.TempDir(), "--federation-addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0"}, &out, io.Discard)
+		done <- run(ctx, []string{"demo", "--dir", t.TempDir(), "--federation-addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0", "--xds-addr", "127.0.0.1:0"}, &out, io.Discard)
 	}()
 	defer func() {
 		cancel()
