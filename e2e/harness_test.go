@@ -218,3 +218,27 @@ func federationClient(t *testing.T, addr string) federationpb.FederationClient {
 	t.Cleanup(func() { _ = conn.Close() })
 	return federationpb.NewFederationClient(conn)
 }
+
+// progress lets benchmark clients wake a waiter after each response.
+type progress struct{ poke chan struct{} }
+
+func newProgress() progress { return progress{poke: make(chan struct{}, 1)} }
+
+func (p progress) signal() {
+	select {
+	case p.poke <- struct{}{}:
+	default:
+	}
+}
+
+// await returns once cond holds; clients signal after every response.
+func (p progress) await(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		select {
+		case <-p.poke:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

@@ -200,7 +200,7 @@ func runFanout(b *testing.B, run fanoutRun) *fanoutResult {
 		}
 	})
 
-	f := &fanoutBench{run: run, st: &fanoutState{poke: make(chan struct{}, 1)}, subscribers: map[string][]int{}, metrics: prometheus.NewRegistry()}
+	f := &fanoutBench{run: run, st: &fanoutState{progress: newProgress()}, subscribers: map[string][]int{}, metrics: prometheus.NewRegistry()}
 	reg := registry.New(registry.Limits{}, nil, testLogger(b))
 	f.conns, f.versions = fanoutRegistry(b, reg)
 	checkDecoder(b, reg.Current())
@@ -514,7 +514,7 @@ type fanoutState struct {
 	responses atomic.Int64 // responses received
 	resources atomic.Int64 // resources in them
 	bytes     atomic.Int64 // their size on the wire
-	poke      chan struct{}
+	progress
 }
 
 var _ stats.Handler = (*fanoutState)(nil)
@@ -529,25 +529,6 @@ func (s *fanoutState) HandleRPC(_ context.Context, st stats.RPCStats) {
 
 func (s *fanoutState) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (s *fanoutState) HandleConn(context.Context, stats.ConnStats)                       {}
-
-func (s *fanoutState) signal() {
-	select {
-	case s.poke <- struct{}{}:
-	default:
-	}
-}
-
-// await returns once cond holds; clients signal after every response.
-func (s *fanoutState) await(ctx context.Context, cond func() bool) error {
-	for !cond() {
-		select {
-		case <-s.poke:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
 
 // fanoutProbe is the change in flight: clients that subscribe cluster
 // record when an EDS response first shows address as present (or absent).

@@ -186,7 +186,7 @@ func BenchmarkWorkloadAPI(b *testing.B) {
 	ctx, cancel := context.WithCancel(b.Context())
 	g, ctx := errgroup.WithContext(ctx)
 	z := &zbBench{
-		size: size, st: &zbState{poke: make(chan struct{}, 1)}, metrics: prometheus.NewRegistry(),
+		size: size, st: &zbState{progress: newProgress()}, metrics: prometheus.NewRegistry(),
 		notReady: map[zbPod]bool{}, report: map[string]float64{},
 	}
 	b.Cleanup(func() {
@@ -198,7 +198,7 @@ func BenchmarkWorkloadAPI(b *testing.B) {
 		if err != nil {
 			b.Errorf("workload API: %v", err)
 		}
-		z.awaitHandlers(b)
+		z.checkHandlers(b)
 	})
 
 	start := time.Now()
@@ -297,26 +297,12 @@ func (z *zbBench) warmUp(ctx context.Context, b *testing.B) {
 	}
 }
 
-// awaitHandlers waits, once the server has stopped, until its stream
-// handlers are gone: grpc.Server.Stop does not wait for them, and they may
-// still queue for the cache's lock. Nothing else says when they are done,
-// so this polls the server's proxy list.
-func (z *zbBench) awaitHandlers(b *testing.B) {
+// checkHandlers checks, once the server has stopped, that no stream is
+// left: Run returns only after the stream handlers have (WaitForHandlers).
+func (z *zbBench) checkHandlers(b *testing.B) {
 	b.Helper()
-	if z.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for len(z.srv.Proxies()) > 0 {
-		select {
-		case <-ctx.Done():
-			b.Errorf("%d streams still open after the server stopped", len(z.srv.Proxies()))
-			return
-		case <-tick.C:
-		}
+	if z.srv != nil && len(z.srv.Proxies()) > 0 {
+		b.Errorf("%d streams still open after the server stopped", len(z.srv.Proxies()))
 	}
 }
 
@@ -561,26 +547,7 @@ type zbState struct {
 	ready     atomic.Int64 // clients that have ACKed their complete initial state
 	synced    []time.Time  // by client: when it ACKed it, each written by its client only
 	responses atomic.Int64 // Address responses received after the initial sync
-	poke      chan struct{}
-}
-
-func (s *zbState) signal() {
-	select {
-	case s.poke <- struct{}{}:
-	default:
-	}
-}
-
-// await returns once cond holds; clients signal after every response.
-func (s *zbState) await(ctx context.Context, cond func() bool) error {
-	for !cond() {
-		select {
-		case <-s.poke:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	progress
 }
 
 // zbProbe is the change in flight: each client records when a response

@@ -232,17 +232,7 @@ func (c *Cache) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan 
 			return func() {}, nil
 		}
 	}
-	ws := c.sotw[k]
-	if ws == nil {
-		ws = newWatchers[*sotwWatch]()
-		c.sotw[k] = ws
-	}
-	ws.add(w, sub.IsWildcard(), sub.SubscribedResources())
-	return func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		ws.remove(w)
-	}, nil
+	return park(c, c.sotw, k, w, sub), nil
 }
 
 // CreateDeltaWatch implements cache.ConfigWatcher for delta streams.
@@ -260,17 +250,23 @@ func (c *Cache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription
 			return func() {}, nil
 		}
 	}
-	ws := c.delta[k]
+	return park(c, c.delta, k, w, sub), nil
+}
+
+// park registers a watch that waits for a change and returns its cancel
+// function. Callers hold c.mu.
+func park[W comparable](c *Cache, index map[setKey]*watchers[W], k setKey, w W, sub cache.Subscription) func() {
+	ws := index[k]
 	if ws == nil {
-		ws = newWatchers[*deltaWatch]()
-		c.delta[k] = ws
+		ws = newWatchers[W]()
+		index[k] = ws
 	}
 	ws.add(w, sub.IsWildcard(), sub.SubscribedResources())
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		ws.remove(w)
-	}, nil
+	}
 }
 
 // Fetch implements cache.ConfigFetcher; REST polling is not served.
