@@ -201,7 +201,7 @@ func runFanout(b *testing.B, run fanoutRun) *fanoutResult {
 	})
 
 	f := &fanoutBench{run: run, st: &fanoutState{progress: newProgress()}, subscribers: map[string][]int{}, metrics: prometheus.NewRegistry()}
-	reg := registry.New(registry.Limits{}, nil, testLogger(b))
+	reg := registry.New(registry.Limits{}, nil)
 	f.conns, f.versions = fanoutRegistry(b, reg)
 	checkDecoder(b, reg.Current())
 	specs := fanoutSpecs(run.proxies)

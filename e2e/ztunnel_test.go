@@ -67,6 +67,7 @@ type ztunnel struct {
 	cancel   context.CancelFunc
 	versions map[string]map[string]string // type → name → version
 	store    map[string]*workloadapi.Address
+	waiting  string // what until waits for, for error messages
 }
 
 func ztunnelNode(network string) *core.Node {
@@ -103,7 +104,7 @@ func (z *ztunnel) next() *discovery.DeltaDiscoveryResponse {
 	z.t.Helper()
 	r, err := z.s.Recv()
 	if err != nil {
-		z.t.Fatal(err)
+		z.t.Fatalf("ztunnel (waiting for %q): %v", z.waiting, err)
 	}
 	vs := z.versions[r.GetTypeUrl()]
 	if vs == nil {
@@ -143,10 +144,11 @@ func (z *ztunnel) until(what string, cond func() bool) {
 		}
 	})
 	defer timer.Stop()
+	z.waiting = what
+	defer func() { z.waiting = "" }()
 	for !cond() {
 		z.next()
 	}
-	_ = what
 }
 
 func (z *ztunnel) workload(name string) *workloadapi.Workload { return z.store[name].GetWorkload() }

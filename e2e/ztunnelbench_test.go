@@ -202,7 +202,7 @@ func BenchmarkWorkloadAPI(b *testing.B) {
 	})
 
 	start := time.Now()
-	reg := registry.New(registry.Limits{}, nil, testLogger(b))
+	reg := registry.New(registry.Limits{}, nil)
 	z.shards = zbRegistry(b, reg, size)
 	z.versions = make([]uint64, zbClusters)
 	for c := range z.versions {

@@ -55,7 +55,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	reg := registry.New(cfg.Limits, nil, log.With("component", "registry"))
+	reg := registry.New(cfg.Limits, nil)
 	auth := ingest.Authenticator(ingest.PeerCertificate{TrustDomain: cfg.TrustDomain})
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),

@@ -3,7 +3,6 @@ package registry
 import (
 	"cmp"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -25,7 +24,6 @@ type Limits struct {
 type Registry struct {
 	limits Limits
 	now    func() time.Time
-	log    *slog.Logger
 
 	mu     sync.Mutex // serialises writers; readers use current
 	shards map[federation.ClusterID]*shard
@@ -34,11 +32,11 @@ type Registry struct {
 }
 
 // New returns an empty registry. now may be nil (time.Now).
-func New(limits Limits, now func() time.Time, log *slog.Logger) *Registry {
+func New(limits Limits, now func() time.Time) *Registry {
 	if now == nil {
 		now = time.Now
 	}
-	r := &Registry{limits: limits, now: now, log: log, shards: map[federation.ClusterID]*shard{}}
+	r := &Registry{limits: limits, now: now, shards: map[federation.ClusterID]*shard{}}
 	r.current.Store(emptySnapshot())
 	return r
 }

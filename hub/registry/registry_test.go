@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -19,7 +17,7 @@ import (
 )
 
 func newTestRegistry(limits Limits) *Registry {
-	return New(limits, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return New(limits, nil)
 }
 
 func svc(name string) *federationpb.Service {

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/meshfed/meshfed/federation"
@@ -112,10 +113,8 @@ func addAll(dst, src set) {
 }
 
 func splitKey(key string) (namespace, name string) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:]
-		}
+	if namespace, name, ok := strings.Cut(key, "/"); ok {
+		return namespace, name
 	}
 	return "", key
 }

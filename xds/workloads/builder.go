@@ -3,6 +3,7 @@ package workloads
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -145,7 +146,7 @@ func (b *Builder) Push(s Snapshot, services, workloads []string, all bool) []Ite
 		splitServices[key] = true
 		items = append(items, b.serviceItems(key, v, s)...)
 	}
-	for _, k := range slices.Sorted(mapsKeys(touched)) {
+	for _, k := range slices.Sorted(maps.Keys(touched)) {
 		items = append(items, b.workloadItem(s, k))
 	}
 	items = append(items, b.splitItems(s, splitServices)...)
@@ -278,7 +279,7 @@ func (b *Builder) indexWorkload(s Snapshot, key string) []string {
 	pk := string(w.Cluster) + "/" + w.GetNamespace() + "/" + w.GetName()
 	b.pods[pk] = key
 	b.podOf[key] = pk
-	waiting := slices.Collect(mapsKeys(b.waiting[pk]))
+	waiting := slices.Collect(maps.Keys(b.waiting[pk]))
 	delete(b.waiting, pk)
 	return waiting
 }
@@ -432,7 +433,7 @@ func (b *Builder) service(v *federation.ServiceView, host string, s Snapshot) *w
 			sans[fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", b.trustDomainOf(w.Cluster), w.GetNamespace(), cmp.Or(w.GetServiceAccount(), "default"))] = true
 		}
 	}
-	svc.SubjectAltNames = slices.Sorted(mapsKeys(sans))
+	svc.SubjectAltNames = slices.Sorted(maps.Keys(sans))
 	return &workloadapi.Address{Type: &workloadapi.Address_Service{Service: svc}}
 }
 
@@ -499,7 +500,7 @@ func gatewayAddress(gw *gateway) *workloadapi.GatewayAddress {
 // gateway, whose capacity is the number of ready workloads behind it.
 func (b *Builder) splitItems(s Snapshot, services map[string]bool) []Item {
 	var items []Item
-	for _, svcKey := range slices.Sorted(mapsKeys(services)) {
+	for _, svcKey := range slices.Sorted(maps.Keys(services)) {
 		capacity := map[federation.NetworkID]uint32{}
 		for wk := range b.svcRefs[svcKey] {
 			if w, ok := s.Workload(wk); ok && w.GetReady() && b.gateways[w.Network] != nil {
@@ -508,7 +509,7 @@ func (b *Builder) splitItems(s Snapshot, services map[string]bool) []Item {
 		}
 		now := map[string]bool{}
 		if v, ok := s.Service(svcKey); ok {
-			for _, network := range slices.Sorted(mapsKeys(capacity)) {
+			for _, network := range slices.Sorted(maps.Keys(capacity)) {
 				for _, host := range hostnames(v) {
 					it := b.splitItem(v, host, network, capacity[network])
 					now[it.Name] = true
