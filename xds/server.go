@@ -374,13 +374,9 @@ func sameScope(a, b workloads.Item) bool {
 	return eq(a.Only, b.Only) && eq(a.Except, b.Except)
 }
 
+// update applies changes to a set; with none it only makes sure the set
+// exists (so that its watches are answered).
 func (s *Server) update(typ, view string, upserts map[string]proto.Message, removals []string) {
-	if len(upserts) == 0 && len(removals) == 0 {
-		if _, err := s.cache.Update(typ, view, nil, nil); err != nil { // make sure the set exists
-			s.log.Error("xds update failed", "type", typ, "err", err)
-		}
-		return
-	}
 	if _, err := s.cache.Update(typ, view, upserts, removals); err != nil {
 		s.log.Error("xds update failed", "type", typ, "view", view, "err", err)
 	}
