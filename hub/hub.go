@@ -96,12 +96,14 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 			_ = h.fedLis.Close()
 			return nil, fmt.Errorf("debug listener: %w", err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/", debug.Handler(reg, promReg, func() bool { return true }))
+		extra := map[string]http.Handler{}
 		if h.xds != nil {
-			mux.Handle("GET /debug/proxies", h.xds.ProxiesHandler())
+			extra["GET /debug/proxies"] = h.xds.ProxiesHandler()
 		}
-		h.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		h.http = &http.Server{
+			Handler:           debug.Handler(reg, promReg, func() bool { return true }, extra),
+			ReadHeaderTimeout: 10 * time.Second,
+		}
 	}
 	return h, nil
 }

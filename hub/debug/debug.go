@@ -23,9 +23,14 @@ type Source interface {
 
 var _ Source = (*registry.Registry)(nil)
 
-// Handler returns the debug mux. ready reports readiness for /readyz.
-func Handler(src Source, gatherer prometheus.Gatherer, ready func() bool) http.Handler {
+// Handler returns the debug mux. ready reports readiness for /readyz;
+// extra adds other components' pages by pattern (such as xDS's
+// "GET /debug/proxies").
+func Handler(src Source, gatherer prometheus.Gatherer, ready func() bool, extra map[string]http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	for pattern, h := range extra {
+		mux.Handle(pattern, h)
+	}
 	mux.HandleFunc("GET /debug/clusters", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, ClustersResponse{Clusters: src.Status()})
 	})
