@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -105,7 +104,7 @@ func endpoint(in Inputs, clusterNetwork string, svc *federationpb.Service, slice
 		return ep
 	}
 	podNamespace := cmp.Or(ref.Namespace, sliceNamespace)
-	var pod *corev1.Pod // nil when unknown: its namespace may still name a network
+	var pod *Pod // nil when unknown: its namespace may still name a network
 	if p, ok := in.Pod(podNamespace, ref.Name); ok {
 		pod = p
 	}

@@ -270,7 +270,7 @@ func TestNetwork(t *testing.T) {
 			if len(eps) != 1 || eps[0].GetNetwork() != tt.wantOverride {
 				t.Errorf("Endpoints() = %v, want one endpoint on network %q", eps, tt.wantOverride)
 			}
-			if got := normalize.Workload(in, opts, pod).GetNetwork(); got != tt.wantOverride {
+			if got := normalize.Workload(in, opts, normalize.PodOf(pod)).GetNetwork(); got != tt.wantOverride {
 				t.Errorf("Workload().Network = %q, want %q", got, tt.wantOverride)
 			}
 		})

@@ -15,7 +15,7 @@ import (
 type Inputs interface {
 	Service(namespace, name string) (*corev1.Service, bool)
 	ServiceExport(namespace, name string) (*mcsv1beta1.ServiceExport, bool)
-	Pod(namespace, name string) (*corev1.Pod, bool)
+	Pod(namespace, name string) (*Pod, bool)
 	Node(name string) (*corev1.Node, bool)
 	Namespace(name string) (*corev1.Namespace, bool)
 	// EndpointSlices returns the slices labelled kubernetes.io/service-name=service.
@@ -23,8 +23,6 @@ type Inputs interface {
 	// Services lists the services of a namespace, or of all namespaces when
 	// namespace is "".
 	Services(namespace string) []*corev1.Service
-	// Pods lists the pods of a namespace, or of all namespaces when namespace is "".
-	Pods(namespace string) []*corev1.Pod
 }
 
 // Kind is the kind of a changed input object.

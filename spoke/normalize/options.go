@@ -5,7 +5,6 @@ import (
 	"net/netip"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -83,7 +82,7 @@ func ClusterNetwork(in Inputs, o Options) string {
 
 // networkOverride returns the network of a pod when it differs from the
 // cluster's, else "". pod may be nil when only its namespace is known.
-func networkOverride(in Inputs, clusterNetwork string, pod *corev1.Pod, namespace string) string {
+func networkOverride(in Inputs, clusterNetwork string, pod *Pod, namespace string) string {
 	network := ""
 	if pod != nil {
 		network = pod.Labels[LabelNetwork]

@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -19,9 +18,8 @@ import (
 // A pod without a uid (one read from a manifest file) gets
 // "<cluster>//Pod/<namespace>/<name>", the form Istio gives workload uids,
 // so that workload keys stay unique and stable.
-func Workload(in Inputs, o Options, pod *corev1.Pod) *federationpb.Workload {
-	if pod == nil || pod.Spec.HostNetwork ||
-		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+func Workload(in Inputs, o Options, pod *Pod) *federationpb.Workload {
+	if pod == nil || pod.HostNetwork || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
 		return nil
 	}
 	ips := podIPs(pod)
@@ -37,61 +35,44 @@ func Workload(in Inputs, o Options, pod *corev1.Pod) *federationpb.Workload {
 		Namespace:         pod.Namespace,
 		Name:              pod.Name,
 		Ips:               ips,
-		ServiceAccount:    cmp.Or(pod.Spec.ServiceAccountName, "default"),
-		Node:              pod.Spec.NodeName,
-		Locality:          nodeLocality(in, pod.Spec.NodeName, ""),
+		ServiceAccount:    cmp.Or(pod.ServiceAccount, "default"),
+		Node:              pod.Node,
+		Locality:          nodeLocality(in, pod.Node, ""),
 		App:               app,
 		Version:           version,
 		CanonicalName:     cmp.Or(labels[LabelCanonicalName], app, workloadName(pod)),
 		CanonicalRevision: cmp.Or(labels[LabelCanonicalRevision], version, "latest"),
 		Network:           networkOverride(in, ClusterNetwork(in, o), pod, pod.Namespace),
-		Ready:             podReady(pod),
+		Ready:             pod.Ready,
 		Ambient:           pod.Annotations[AnnotationAmbientRedirection] == "enabled",
 	}
 }
 
-// podIPs returns the pod's addresses in canonical form, without
-// duplicates: status.podIPs, or status.podIP when a manifest has only it.
-func podIPs(pod *corev1.Pod) []string {
+// podIPs returns the pod's addresses in canonical form, without duplicates.
+func podIPs(pod *Pod) []string {
 	var ips []string
-	add := func(s string) {
+	for _, s := range pod.IPs {
 		if ip, ok := canonicalIP(s); ok && !slices.Contains(ips, ip) {
 			ips = append(ips, ip)
 		}
 	}
-	for _, ip := range pod.Status.PodIPs {
-		add(ip.IP)
-	}
-	if len(ips) == 0 {
-		add(pod.Status.PodIP)
-	}
 	return ips
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // workloadName names the workload a pod belongs to when no label does, as
 // Istio does: the Deployment of a ReplicaSet's pod (the ReplicaSet's name
 // without its pod-template-hash), another controller's name, or the pod's
 // own name for a bare pod.
-func workloadName(pod *corev1.Pod) string {
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil {
+func workloadName(pod *Pod) string {
+	if pod.ControllerName == "" {
 		return pod.Name
 	}
-	if owner.Kind == "ReplicaSet" {
+	if pod.ControllerKind == "ReplicaSet" {
 		if hash := pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; hash != "" {
-			if name, ok := strings.CutSuffix(owner.Name, "-"+hash); ok {
+			if name, ok := strings.CutSuffix(pod.ControllerName, "-"+hash); ok {
 				return name
 			}
 		}
 	}
-	return owner.Name
+	return pod.ControllerName
 }

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,24 +26,28 @@ type Builder struct {
 
 	// What each exported service's endpoints reference, so that a Pod or
 	// Node change renormalizes exactly the services it affects.
+	// A pod is behind one service or a few: its services are a slice, not
+	// a set (a map per pod would cost as much as its workload).
 	svcPods  map[string][]string // service key → pod keys
 	svcNodes map[string][]string // service key → node names
-	podSvcs  map[string]set      // pod key → service keys
+	podSvcs  map[string][]string // pod key → service keys, without duplicates
 	nodeSvcs map[string]set      // node name → service keys
 
 	// Workloads are the pods behind exported services' endpoints.
-	podUID   map[string]string // pod key → uid of its workload in the shard
-	podNode  map[string]string // pod key → node of its workload
-	nodePods map[string]set    // node name → pod keys with workloads
+	podWorkload map[string]placed // pod key → its workload in the shard
+	nodePods    map[string]set    // node name → pod keys with workloads
 }
+
+// placed is a workload's uid and node.
+type placed struct{ uid, node string }
 
 // NewBuilder returns a builder writing to t.
 func NewBuilder(opts normalize.Options, t *Tracker, log *slog.Logger) *Builder {
 	return &Builder{
 		opts: opts.WithDefaults(), t: t, log: log, now: time.Now,
 		svcPods: map[string][]string{}, svcNodes: map[string][]string{},
-		podSvcs: map[string]set{}, nodeSvcs: map[string]set{},
-		podUID: map[string]string{}, podNode: map[string]string{}, nodePods: map[string]set{},
+		podSvcs: map[string][]string{}, nodeSvcs: map[string]set{},
+		podWorkload: map[string]placed{}, nodePods: map[string]set{},
 	}
 }
 
@@ -62,7 +67,7 @@ func (b *Builder) Apply(in normalize.Inputs, changes []normalize.Change) {
 			for k := range b.svcPods {
 				services[k] = struct{}{}
 			}
-			for k := range b.podUID {
+			for k := range b.podWorkload {
 				pods[k] = struct{}{}
 			}
 		}
@@ -76,7 +81,9 @@ func (b *Builder) Apply(in normalize.Inputs, changes []normalize.Change) {
 			case normalize.KindServiceExport, normalize.KindEndpointSlice:
 				services[key] = struct{}{}
 			case normalize.KindPod:
-				addAll(services, b.podSvcs[key])
+				for _, s := range b.podSvcs[key] {
+					services[s] = struct{}{}
+				}
 				pods[key] = struct{}{}
 			case normalize.KindNode:
 				addAll(services, b.nodeSvcs[c.Name])
@@ -86,7 +93,7 @@ func (b *Builder) Apply(in normalize.Inputs, changes []normalize.Change) {
 				for _, s := range in.Services(c.Name) {
 					services[s.Namespace+"/"+s.Name] = struct{}{}
 				}
-				for k := range b.podUID {
+				for k := range b.podWorkload {
 					if ns, _ := splitKey(k); ns == c.Name {
 						pods[k] = struct{}{}
 					}
@@ -169,8 +176,9 @@ func (b *Builder) syncService(in normalize.Inputs, w Writer, key string, pods se
 		}
 	}
 	for _, p := range b.svcPods[key] {
-		delete(b.podSvcs[p], key)
-		if len(b.podSvcs[p]) == 0 {
+		if svcs := slices.DeleteFunc(b.podSvcs[p], func(s string) bool { return s == key }); len(svcs) > 0 {
+			b.podSvcs[p] = svcs
+		} else {
 			delete(b.podSvcs, p)
 		}
 		pods[p] = struct{}{}
@@ -182,10 +190,9 @@ func (b *Builder) syncService(in normalize.Inputs, w Writer, key string, pods se
 		}
 	}
 	for _, p := range podKeys {
-		if b.podSvcs[p] == nil {
-			b.podSvcs[p] = set{}
+		if svcs := b.podSvcs[p]; !slices.Contains(svcs, key) {
+			b.podSvcs[p] = append(svcs, key)
 		}
-		b.podSvcs[p][key] = struct{}{}
 		pods[p] = struct{}{}
 	}
 	for _, n := range nodes {
@@ -218,30 +225,36 @@ func (b *Builder) syncWorkload(in normalize.Inputs, w Writer, key string) {
 			}
 		}
 	}
-	if uid, ok := b.podUID[key]; ok && (wl == nil || wl.GetUid() != uid) {
-		w.DeleteWorkload(uid)
-		delete(b.podUID, key)
-		if n := b.podNode[key]; n != "" {
-			delete(b.nodePods[n], key)
-			if len(b.nodePods[n]) == 0 {
-				delete(b.nodePods, n)
-			}
-		}
-		delete(b.podNode, key)
+	old, ok := b.podWorkload[key]
+	if ok && (wl == nil || wl.GetUid() != old.uid) {
+		w.DeleteWorkload(old.uid)
+		delete(b.podWorkload, key)
+		b.unplace(key, old.node)
+		old = placed{}
 	}
 	if wl == nil {
 		return
 	}
 	w.PutWorkload(wl)
-	b.podUID[key] = wl.GetUid()
-	if old := b.podNode[key]; old != wl.GetNode() && old != "" {
-		delete(b.nodePods[old], key)
+	b.podWorkload[key] = placed{wl.GetUid(), wl.GetNode()}
+	if old.node != wl.GetNode() {
+		b.unplace(key, old.node)
 	}
-	b.podNode[key] = wl.GetNode()
 	if wl.GetNode() != "" {
 		if b.nodePods[wl.GetNode()] == nil {
 			b.nodePods[wl.GetNode()] = set{}
 		}
 		b.nodePods[wl.GetNode()][key] = struct{}{}
+	}
+}
+
+// unplace forgets that a pod's workload is on node.
+func (b *Builder) unplace(podKey, node string) {
+	if node == "" {
+		return
+	}
+	delete(b.nodePods[node], podKey)
+	if len(b.nodePods[node]) == 0 {
+		delete(b.nodePods, node)
 	}
 }

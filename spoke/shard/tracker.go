@@ -43,6 +43,10 @@ type Tracker struct {
 	endpoints map[string]map[string]*federationpb.Endpoint // service key → endpoint key
 	nEndpoint int
 	workloads map[string]*federationpb.Workload
+	// localities holds one of each Locality the shard's endpoints and
+	// workloads point to: a cluster has a few zones and 100,000 of them
+	// (never pruned: localities are few even over a long life).
+	localities map[localityKey]*federationpb.Locality
 
 	synced       bool // the source has delivered its initial state
 	dirty        map[objKey]struct{}
@@ -65,13 +69,14 @@ func NewTracker() *Tracker {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &Tracker{
-		session:   hex.EncodeToString(b[:]),
-		services:  map[string]*federationpb.Service{},
-		endpoints: map[string]map[string]*federationpb.Endpoint{},
-		workloads: map[string]*federationpb.Workload{},
-		dirty:     map[objKey]struct{}{},
-		needFull:  true,
-		changed:   make(chan struct{}, 1),
+		session:    hex.EncodeToString(b[:]),
+		services:   map[string]*federationpb.Service{},
+		endpoints:  map[string]map[string]*federationpb.Endpoint{},
+		workloads:  map[string]*federationpb.Workload{},
+		localities: map[localityKey]*federationpb.Locality{},
+		dirty:      map[objKey]struct{}{},
+		needFull:   true,
+		changed:    make(chan struct{}, 1),
 	}
 }
 
@@ -145,11 +150,13 @@ func (w Writer) DeleteService(key string) {
 	w.SetEndpoints(key, nil)
 }
 
-// SetEndpoints replaces the endpoints of one service.
+// SetEndpoints replaces the endpoints of one service. The tracker owns
+// eps from then on.
 func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) {
 	old := w.t.endpoints[serviceKey]
 	next := make(map[string]*federationpb.Endpoint, len(eps))
 	for _, e := range eps {
+		e.Locality = w.t.shareLocality(e.Locality)
 		k := federation.EndpointKey(e)
 		next[k] = e
 		if o, ok := old[k]; ok && (o == e || o.EqualVT(e)) {
@@ -171,8 +178,9 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) {
 	}
 }
 
-// PutWorkload adds or replaces a workload.
+// PutWorkload adds or replaces a workload. The tracker owns wl from then on.
 func (w Writer) PutWorkload(wl *federationpb.Workload) {
+	wl.Locality = w.t.shareLocality(wl.Locality)
 	if !w.t.workloads[wl.GetUid()].EqualVT(wl) {
 		w.t.workloads[wl.GetUid()] = wl
 		w.mark(kindWorkload, wl.GetUid())
@@ -324,4 +332,20 @@ func (t *Tracker) Versions() (sent, acked uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.version, t.acked
+}
+
+type localityKey struct{ region, zone, subzone string }
+
+// shareLocality returns the tracker's Locality equal to l. Messages the
+// tracker holds are never modified, so they may share one.
+func (t *Tracker) shareLocality(l *federationpb.Locality) *federationpb.Locality {
+	if l == nil {
+		return nil
+	}
+	k := localityKey{l.GetRegion(), l.GetZone(), l.GetSubzone()}
+	if shared, ok := t.localities[k]; ok {
+		return shared
+	}
+	t.localities[k] = l
+	return l
 }

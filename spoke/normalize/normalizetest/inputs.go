@@ -21,6 +21,7 @@ type Inputs struct {
 	services   map[string]*corev1.Service
 	exports    map[string]*mcsv1beta1.ServiceExport
 	pods       map[string]*corev1.Pod
+	podInfos   map[string]*normalize.Pod // given as such (a kube source's cache holds these)
 	nodes      map[string]*corev1.Node
 	namespaces map[string]*corev1.Namespace
 	slices     map[string][]*discoveryv1.EndpointSlice
@@ -28,13 +29,15 @@ type Inputs struct {
 
 var _ normalize.Inputs = (*Inputs)(nil)
 
-// NewInputs returns Inputs holding objs (Services, ServiceExports, Pods,
-// Nodes, Namespaces and EndpointSlices); it panics on other types.
+// NewInputs returns Inputs holding objs (Services, ServiceExports, Pods or
+// normalize.Pods, Nodes, Namespaces and EndpointSlices); it panics on other
+// types.
 func NewInputs(objs ...metav1.Object) *Inputs {
 	in := &Inputs{
 		services:   map[string]*corev1.Service{},
 		exports:    map[string]*mcsv1beta1.ServiceExport{},
 		pods:       map[string]*corev1.Pod{},
+		podInfos:   map[string]*normalize.Pod{},
 		nodes:      map[string]*corev1.Node{},
 		namespaces: map[string]*corev1.Namespace{},
 		slices:     map[string][]*discoveryv1.EndpointSlice{},
@@ -48,6 +51,8 @@ func NewInputs(objs ...metav1.Object) *Inputs {
 			in.exports[k] = o
 		case *corev1.Pod:
 			in.pods[k] = o
+		case *normalize.Pod:
+			in.podInfos[k] = o
 		case *corev1.Node:
 			in.nodes[o.Name] = o
 		case *corev1.Namespace:
@@ -75,8 +80,12 @@ func (in *Inputs) ServiceExport(ns, name string) (*mcsv1beta1.ServiceExport, boo
 }
 
 // Pod implements normalize.Inputs.
-func (in *Inputs) Pod(ns, name string) (*corev1.Pod, bool) {
-	o, ok := in.pods[ns+"/"+name]
+// A corev1.Pod is read afresh on each call, so that tests may change it.
+func (in *Inputs) Pod(ns, name string) (*normalize.Pod, bool) {
+	if o, ok := in.pods[ns+"/"+name]; ok {
+		return normalize.PodOf(o), true
+	}
+	o, ok := in.podInfos[ns+"/"+name]
 	return o, ok
 }
 
@@ -100,7 +109,8 @@ func (in *Inputs) EndpointSlices(ns, svc string) []*discoveryv1.EndpointSlice {
 // Services implements normalize.Inputs.
 func (in *Inputs) Services(ns string) []*corev1.Service { return list(in.services, ns) }
 
-// Pods implements normalize.Inputs.
+// Pods lists the Pods of a namespace, or of all for "" (not those given as
+// normalize.Pods).
 func (in *Inputs) Pods(ns string) []*corev1.Pod { return list(in.pods, ns) }
 
 func list[T metav1.Object](m map[string]T, ns string) []T {
@@ -127,6 +137,8 @@ func (in *Inputs) Delete(o metav1.Object) {
 		delete(in.exports, k)
 	case *corev1.Pod:
 		delete(in.pods, k)
+	case *normalize.Pod:
+		delete(in.podInfos, k)
 	case *corev1.Node:
 		delete(in.nodes, o.Name)
 	case *corev1.Namespace:

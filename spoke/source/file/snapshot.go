@@ -21,7 +21,7 @@ import (
 type snapshot struct {
 	services   sortedObjects[*corev1.Service]
 	exports    sortedObjects[*mcsv1beta1.ServiceExport]
-	pods       sortedObjects[*corev1.Pod]
+	pods       sortedObjects[*normalize.Pod]
 	nodes      sortedObjects[*corev1.Node]
 	namespaces sortedObjects[*corev1.Namespace]
 	// EndpointSlices by namespace and kubernetes.io/service-name.
@@ -41,7 +41,7 @@ func newSnapshot(objects map[key]metav1.Object) *snapshot {
 		case *mcsv1beta1.ServiceExport:
 			s.exports = append(s.exports, o)
 		case *corev1.Pod:
-			s.pods = append(s.pods, o)
+			s.pods = append(s.pods, normalize.PodOf(o))
 		case *corev1.Node:
 			s.nodes = append(s.nodes, o)
 		case *corev1.Namespace:
@@ -72,7 +72,7 @@ func (s *snapshot) ServiceExport(namespace, name string) (*mcsv1beta1.ServiceExp
 	return s.exports.get(namespace, name)
 }
 
-func (s *snapshot) Pod(namespace, name string) (*corev1.Pod, bool) {
+func (s *snapshot) Pod(namespace, name string) (*normalize.Pod, bool) {
 	return s.pods.get(namespace, name)
 }
 
@@ -88,7 +88,7 @@ func (s *snapshot) EndpointSlices(namespace, service string) []*discoveryv1.Endp
 
 func (s *snapshot) Services(namespace string) []*corev1.Service { return s.services.list(namespace) }
 
-func (s *snapshot) Pods(namespace string) []*corev1.Pod { return s.pods.list(namespace) }
+func (s *snapshot) Pods(namespace string) []*normalize.Pod { return s.pods.list(namespace) }
 
 // sortedObjects is a slice of objects sorted by namespace, then name.
 type sortedObjects[T metav1.Object] []T

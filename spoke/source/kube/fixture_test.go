@@ -259,14 +259,14 @@ func cluster() []runtime.Object {
 
 // betaInputs returns normalizetest Inputs over objs, ServiceExports
 // converted to the v1beta1 type normalization reads.
-func betaInputs(objs []runtime.Object) *normalizetest.Inputs {
+func betaInputs[T any](objs []T) *normalizetest.Inputs {
 	var out []metav1.Object
 	for _, o := range objs {
-		if se, ok := o.(*mcsv1alpha1.ServiceExport); ok {
+		if se, ok := any(o).(*mcsv1alpha1.ServiceExport); ok {
 			out = append(out, toV1beta1(se))
 			continue
 		}
-		out = append(out, o.(metav1.Object))
+		out = append(out, any(o).(metav1.Object))
 	}
 	return normalizetest.NewInputs(out...)
 }

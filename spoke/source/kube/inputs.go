@@ -97,8 +97,8 @@ func toV1beta1(se *mcsv1alpha1.ServiceExport) *mcsv1beta1.ServiceExport {
 	}
 }
 
-func (c *caches) Pod(namespace, name string) (*corev1.Pod, bool) {
-	return get[corev1.Pod](c.pods, namespace+"/"+name)
+func (c *caches) Pod(namespace, name string) (*normalize.Pod, bool) {
+	return get[normalize.Pod](c.pods, namespace+"/"+name)
 }
 
 func (c *caches) Node(name string) (*corev1.Node, bool) { return get[corev1.Node](c.nodes, name) }
@@ -118,5 +118,3 @@ func (c *caches) EndpointSlices(namespace, service string) []*discoveryv1.Endpoi
 func (c *caches) Services(namespace string) []*corev1.Service {
 	return list[corev1.Service](c.services, namespace)
 }
-
-func (c *caches) Pods(namespace string) []*corev1.Pod { return list[corev1.Pod](c.pods, namespace) }

@@ -253,11 +253,10 @@ func (s *Source) watch(exports bool) (*caches, []cache.SharedIndexInformer, []ca
 		{
 			normalize.KindPod,
 			coreinformers.NewPodInformerWithOptions(s.kube, metav1.NamespaceAll, internalinterfaces.InformerOptions{
-				Indexers: byNamespace,
 				// Finished pods have no workload, and a Job's can outnumber the live ones.
 				TweakListOptions: func(o *metav1.ListOptions) { o.FieldSelector = "status.phase!=Succeeded,status.phase!=Failed" },
 			}),
-			transform(t.pod), unchanged[corev1.Pod], &in.pods,
+			transform(t.pod), unchanged[normalize.Pod], &in.pods,
 		},
 		{
 			normalize.KindNode,

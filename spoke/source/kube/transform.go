@@ -1,6 +1,11 @@
 package kube
 
 import (
+	"maps"
+	"slices"
+	"strings"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,24 +34,68 @@ func keysOf(k normalize.Kind) keys {
 	return keys{l, a}
 }
 
-// transforms holds the allow-lists, computed once.
+// transforms holds the allow-lists, computed once, and the label sets
+// pods share.
 type transforms struct {
-	serviceKeys, podKeys, nodeKeys, namespaceKeys, sliceKeys, exportKeys keys
+	serviceKeys, nodeKeys, namespaceKeys, sliceKeys, exportKeys keys
+	podLabels                                                   *labelSets
 }
 
 func newTransforms() *transforms {
 	return &transforms{
 		serviceKeys:   keysOf(normalize.KindService),
-		podKeys:       keysOf(normalize.KindPod),
 		nodeKeys:      keysOf(normalize.KindNode),
 		namespaceKeys: keysOf(normalize.KindNamespace),
 		sliceKeys:     keysOf(normalize.KindEndpointSlice),
 		exportKeys:    keysOf(normalize.KindServiceExport),
+		podLabels:     newLabelSets(podLabelSets),
 	}
 }
 
+// podLabelSets bounds the distinct pod label and annotation sets shared;
+// a cluster has about one per Deployment revision.
+const podLabelSets = 4096
+
+// labelSets shares equal label (or annotation) maps between the objects
+// holding them: the pods of one ReplicaSet have the same allow-listed
+// labels, and a map costs 300 bytes or more. Cached objects are never
+// modified, so a shared map is safe. A set not used lately may be dropped
+// from the table; the objects holding it keep it.
+type labelSets struct {
+	sets *lru.Cache[string, map[string]string]
+}
+
+func newLabelSets(size int) *labelSets {
+	c, err := lru.New[string, map[string]string](size)
+	if err != nil {
+		panic(err) // only for a size < 1
+	}
+	return &labelSets{c}
+}
+
+// share returns a map equal to m that may be shared, nil for an empty m.
+func (l *labelSets) share(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(m[k])
+		b.WriteByte(0)
+	}
+	key := b.String()
+	if shared, ok := l.sets.Get(key); ok {
+		return shared
+	}
+	l.sets.Add(key, m)
+	return m
+}
+
 // transform adapts a typed transform to client-go's.
-func transform[T any](fn func(*T) *T) cache.TransformFunc {
+func transform[T, U any](fn func(*T) *U) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		if o, ok := obj.(*T); ok {
 			return fn(o), nil
@@ -67,23 +116,9 @@ func objectMeta(m *metav1.ObjectMeta, k keys) metav1.ObjectMeta {
 		Generation:        m.Generation,
 		CreationTimestamp: m.CreationTimestamp,
 		DeletionTimestamp: m.DeletionTimestamp,
-		Labels:            only(m.Labels, k.labels),
-		Annotations:       only(m.Annotations, k.annotations),
+		Labels:            normalize.Only(m.Labels, k.labels),
+		Annotations:       normalize.Only(m.Annotations, k.annotations),
 	}
-}
-
-// only returns the entries of m under keys, or nil when there are none.
-func only(m map[string]string, keys []string) map[string]string {
-	var out map[string]string
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			if out == nil {
-				out = make(map[string]string, len(keys))
-			}
-			out[k] = v
-		}
-	}
-	return out
 }
 
 func (t *transforms) service(in *corev1.Service) *corev1.Service {
@@ -113,34 +148,13 @@ func (t *transforms) service(in *corev1.Service) *corev1.Service {
 	return out
 }
 
-// pod keeps the controller reference (a workload's canonical name), the
-// service account, node and host network, the phase, IPs and readiness.
-func (t *transforms) pod(in *corev1.Pod) *corev1.Pod {
-	out := &corev1.Pod{
-		ObjectMeta: objectMeta(&in.ObjectMeta, t.podKeys),
-		Spec: corev1.PodSpec{
-			ServiceAccountName: in.Spec.ServiceAccountName,
-			NodeName:           in.Spec.NodeName,
-			HostNetwork:        in.Spec.HostNetwork,
-		},
-		Status: corev1.PodStatus{
-			Phase:  in.Status.Phase,
-			PodIP:  in.Status.PodIP,
-			PodIPs: in.Status.PodIPs,
-		},
-	}
-	if ref := metav1.GetControllerOfNoCopy(in); ref != nil {
-		out.OwnerReferences = []metav1.OwnerReference{{
-			APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Controller: ref.Controller,
-		}}
-	}
-	for _, c := range in.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-			break
-		}
-	}
-	return out
+// pod keeps what normalization reads of a Pod, with the label and
+// annotation maps shared between pods.
+func (t *transforms) pod(in *corev1.Pod) *normalize.Pod {
+	p := normalize.PodOf(in)
+	p.Labels = t.podLabels.share(p.Labels)
+	p.Annotations = t.podLabels.share(p.Annotations)
+	return p
 }
 
 func (t *transforms) node(in *corev1.Node) *corev1.Node {
