@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/memlimit"
 )
 
 // Config configures a hub.
@@ -41,6 +42,10 @@ type Config struct {
 	KeepaliveTime, KeepaliveTimeout time.Duration
 	// ID names this replica (default: the host name).
 	ID string
+	// MemoryLimitRatio × the container's memory limit becomes the Go soft
+	// memory limit, unless GOMEMLIMIT is set (0: leave the runtime's limit
+	// alone). cmd/meshfed applies it; the hub does not read it.
+	MemoryLimitRatio float64
 }
 
 // DefaultConfig returns the defaults.
@@ -58,6 +63,7 @@ func DefaultConfig() Config {
 		KeepaliveTime:      30 * time.Second,
 		KeepaliveTimeout:   10 * time.Second,
 		ID:                 host,
+		MemoryLimitRatio:   memlimit.DefaultRatio,
 	}
 }
 
@@ -83,6 +89,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping a spoke connection idle for this long")
 	fs.DurationVar(&c.KeepaliveTimeout, "keepalive-timeout", c.KeepaliveTimeout, "drop a spoke connection whose ping is unanswered for this long")
 	fs.StringVar(&c.ID, "id", c.ID, "name of this hub replica")
+	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", c.MemoryLimitRatio, "share of the container's memory limit (cgroup) that becomes the Go soft memory limit, unless GOMEMLIMIT is set (0 turns this off)")
 }
 
 // Validate reports the first problem in c.
@@ -105,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.TrustDomain == "" {
 		errs = append(errs, errors.New("--trust-domain is required"))
+	}
+	if !(c.MemoryLimitRatio >= 0 && c.MemoryLimitRatio < 1) {
+		errs = append(errs, fmt.Errorf("--memory-limit-ratio %v is outside [0, 1) (0 turns it off)", c.MemoryLimitRatio))
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/meshfed/meshfed/internal/memlimit"
 	"github.com/meshfed/meshfed/spoke/normalize"
 )
 
@@ -44,20 +45,25 @@ type Config struct {
 	DebugAddr string
 	// Build is reported to the hub.
 	Build string
+	// MemoryLimitRatio × the container's memory limit becomes the Go soft
+	// memory limit, unless GOMEMLIMIT is set (0: leave the runtime's limit
+	// alone). cmd/meshfed applies it; the spoke does not read it.
+	MemoryLimitRatio float64
 }
 
 // DefaultConfig returns the defaults. It reads the environment once, to
 // know whether the spoke runs in a pod.
 func DefaultConfig() Config {
 	return Config{
-		InCluster:       os.Getenv("KUBERNETES_SERVICE_HOST") != "",
-		TrustDomain:     "cluster.local",
-		Hub:             "localhost:9443",
-		Export:          string(normalize.ExportExported),
-		DomainSuffix:    "cluster.local",
-		SystemNamespace: "istio-system",
-		MaxMessageBytes: 4 << 20,
-		KeepaliveTime:   30 * time.Second,
+		InCluster:        os.Getenv("KUBERNETES_SERVICE_HOST") != "",
+		TrustDomain:      "cluster.local",
+		Hub:              "localhost:9443",
+		Export:           string(normalize.ExportExported),
+		DomainSuffix:     "cluster.local",
+		SystemNamespace:  "istio-system",
+		MaxMessageBytes:  4 << 20,
+		KeepaliveTime:    30 * time.Second,
+		MemoryLimitRatio: memlimit.DefaultRatio,
 	}
 }
 
@@ -80,6 +86,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest federation message sent (the hub may ask for less)")
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping the hub connection when idle for this long")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, `address for /healthz and /debug/pprof/ (HTTP; keep it local; "" disables it)`)
+	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", c.MemoryLimitRatio, "share of the container's memory limit (cgroup) that becomes the Go soft memory limit, unless GOMEMLIMIT is set (0 turns this off)")
 }
 
 // Validate reports the problems in c.
@@ -104,6 +111,9 @@ func (c Config) Validate() error {
 	case normalize.ExportExported, normalize.ExportAll:
 	default:
 		errs = append(errs, fmt.Errorf(`--export %q: want "exported" or "all"`, c.Export))
+	}
+	if !(c.MemoryLimitRatio >= 0 && c.MemoryLimitRatio < 1) {
+		errs = append(errs, fmt.Errorf("--memory-limit-ratio %v is outside [0, 1) (0 turns it off)", c.MemoryLimitRatio))
 	}
 	return errors.Join(errs...)
 }

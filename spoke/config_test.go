@@ -1,6 +1,7 @@
 package spoke
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,24 @@ func TestValidateSource(t *testing.T) {
 				t.Errorf("Validate() = %v, want an error saying %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestValidateMemoryLimitRatio(t *testing.T) {
+	if got := DefaultConfig().MemoryLimitRatio; got != 0.9 {
+		t.Errorf("default MemoryLimitRatio %v, want 0.9", got)
+	}
+	for ratio, wantErr := range map[float64]bool{0: false, 0.5: false, 0.99: false, 1: true, 1.5: true, -0.1: true, math.NaN(): true} {
+		cfg := DefaultConfig()
+		cfg.ClusterID, cfg.Manifests, cfg.Insecure = "east", "east", true
+		cfg.MemoryLimitRatio = ratio
+		err := cfg.Validate()
+		switch {
+		case !wantErr && err != nil:
+			t.Errorf("ratio %v: Validate() = %v", ratio, err)
+		case wantErr && (err == nil || !strings.Contains(err.Error(), "--memory-limit-ratio")):
+			t.Errorf("ratio %v: Validate() = %v, want an error naming --memory-limit-ratio", ratio, err)
+		}
 	}
 }
 

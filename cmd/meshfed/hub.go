@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/meshfed/meshfed/hub"
+	"github.com/meshfed/meshfed/internal/memlimit"
 )
 
 func runHub(ctx context.Context, args []string, stderr io.Writer) error {
@@ -24,5 +25,7 @@ func runHub(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// New has validated the ratio; set the limit before the hub allocates.
+	memlimit.Set(log, cfg.MemoryLimitRatio)
 	return h.Run(ctx)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -86,5 +87,24 @@ func TestDemoAndStatus(t *testing.T) {
 func TestUnknownCommand(t *testing.T) {
 	if err := run(t.Context(), []string{"nope"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `unknown command "nope"`) {
 		t.Errorf("run(nope) = %v", err)
+	}
+}
+
+// TestMemoryLimitRatio checks that both long-running commands take
+// --memory-limit-ratio and refuse a bad one before they start.
+func TestMemoryLimitRatio(t *testing.T) {
+	spoke := []string{"spoke", "--cluster-id", "east", "--insecure", "--manifests", t.TempDir()}
+	hub := []string{"hub", "--insecure", "--federation-addr", "127.0.0.1:0", "--xds-addr", "", "--debug-addr", ""}
+	for _, args := range [][]string{hub, spoke} {
+		for value, wantErr := range map[string]string{
+			"1":    "--memory-limit-ratio 1 is outside [0, 1)",
+			"-0.5": "--memory-limit-ratio -0.5 is outside [0, 1)",
+			"90%":  `invalid value "90%" for flag -memory-limit-ratio`,
+		} {
+			args := append(slices.Clone(args), "--memory-limit-ratio", value)
+			if err := run(t.Context(), args, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), wantErr) {
+				t.Errorf("meshfed %q = %v, want an error saying %q", args, err, wantErr)
+			}
+		}
 	}
 }

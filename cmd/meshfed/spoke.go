@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/meshfed/meshfed/internal/memlimit"
 	"github.com/meshfed/meshfed/spoke"
 )
 
@@ -25,5 +26,7 @@ func runSpoke(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// New has validated the ratio; set the limit before the spoke allocates.
+	memlimit.Set(log, cfg.MemoryLimitRatio)
 	return s.Run(ctx)
 }
