@@ -35,11 +35,19 @@ TESTASSETS      := $(CURDIR)/.cache/testassets/k8s-$(TESTASSETS_K8S:v%=%)-etcd-$
 test-assets: ## Build kube-apiserver and etcd for the tests (once, into .cache/testassets).
 	@hack/testassets/build.sh $(TESTASSETS)
 
-test test-e2e bench: export KUBEBUILDER_ASSETS := $(TESTASSETS)
+test test-e2e bench-e2e: export KUBEBUILDER_ASSETS := $(TESTASSETS)
+
+# The packages whose Go benchmarks time hot paths (fast at -benchtime=1x).
+HOTPATHS := ./hub/registry ./xds/resources ./xds/workloads ./spoke/shard
 
 .PHONY: bench
-bench: test-assets ## Run the Go benchmarks (short).
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x ./...
+bench: build ## Run the load harness, short (meshfed vs the baseline, a table), and the hot-path benchmarks once.
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x $(HOTPATHS)
+	$(BIN)/meshfed bench --short --json $(BIN)/bench-short.json
+
+.PHONY: bench-e2e
+bench-e2e: test-assets ## Run every Go benchmark once, incl. the end-to-end ones (long; see BENCHMARKS.md).
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout=60m ./...
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for a short while.

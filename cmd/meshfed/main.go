@@ -25,6 +25,7 @@ Usage:
   meshfed demo    [flags]   run a hub and two spokes (east, west) on loopback
   meshfed demo client       call the demo's echo through the hub's xDS, printing who answers
   meshfed certs   [flags]   mint a throwaway CA and hub/cluster certificates
+  meshfed bench   [flags]   run the load harness: simulated spokes, xDS clients and churn against a hub and a baseline
   meshfed version           print the version
 
 Run 'meshfed <command> -h' for a command's flags.
@@ -57,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args, stdout, stderr)
 	case "certs":
 		return runCerts(args, stdout, stderr)
+	case "bench":
+		return runBench(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "meshfed", build)
 		return nil

@@ -1,0 +1,404 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshfed/meshfed/hub/debug"
+)
+
+// Result is what one server's run measured.
+type Result struct {
+	Server  string `json:"server"`
+	Clients Mix    `json:"clients"`
+	Changes int    `json:"changes"`
+
+	// Propagation: spoke observation → each client's receipt, over the
+	// (change, client) pairs of every client ("all"), of the gRPC and Envoy
+	// clients ("xds"), and of each kind; Missed pairs were never seen.
+	Latency map[string]latencyStats `json:"latency"`
+	Missed  int                     `json:"missedPairs"`
+
+	HeapIdleBytes        float64 `json:"heapIdleBytes"`
+	HeapSyncedBytes      float64 `json:"heapSyncedBytes"` // spokes synced, no clients
+	HeapClientsBytes     float64 `json:"heapClientsBytes"`
+	RSSBytes             float64 `json:"rssBytes"` // with clients, after the churn
+	HeapPerEndpoint      float64 `json:"heapPerEndpointBytes"`
+	HeapPerClient        float64 `json:"heapPerClientBytes"`
+	CPUPerChangeMillis   float64 `json:"cpuPerChangeMs"`
+	EncodesPerChange     float64 `json:"encodesPerChange,omitempty"`
+	SpokeBytesPerChange  float64 `json:"spokeToHubBytesPerChange"`
+	ClientBytesPerChange float64 `json:"hubToClientsBytesPerChange"`
+
+	SpokeSyncSeconds  float64 `json:"spokeSyncSeconds"`
+	ClientSyncSeconds float64 `json:"clientSyncSeconds"`
+	// RestartSeconds: hub restart → every client has the full state again.
+	RestartSeconds float64 `json:"restartConvergeSeconds,omitempty"`
+}
+
+// Report is a whole harness run.
+type Report struct {
+	Config  reportConfig `json:"config"`
+	Results []Result     `json:"results"`
+}
+
+type reportConfig struct {
+	Clusters, ServicesPerCluster, EndpointsPerCluster, Replicas int
+	Endpoints, Services                                         int
+	Clients                                                     Mix
+	Subscriptions                                               int
+	Rate                                                        float64
+	Duration                                                    string
+}
+
+// Run runs the harness: for each server, a hub process, C spokes, P
+// clients, then churn, then (optionally) a hub restart. Progress goes to
+// progress; the caller prints the report.
+func Run(ctx context.Context, cfg Config, logDir string, progress io.Writer) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	w, _ := newWorld(cfg)
+	rep := &Report{Config: reportConfig{
+		Clusters: w.clusters, ServicesPerCluster: w.perCluster, EndpointsPerCluster: w.endpoints, Replicas: w.replicas,
+		Endpoints: w.clusters * w.endpoints, Services: w.services, Clients: cfg.Clients, Subscriptions: w.subscriptions,
+		Rate: cfg.Rate, Duration: cfg.Duration.String(),
+	}}
+	for _, server := range cfg.Servers {
+		r := &runner{cfg: cfg, w: w, server: server, logDir: logDir, out: progress}
+		res, err := r.run(ctx)
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", server, err)
+		}
+		rep.Results = append(rep.Results, *res)
+	}
+	return rep, nil
+}
+
+// JSON returns the report as indented JSON.
+func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
+
+type runner struct {
+	cfg    Config
+	w      world
+	server string
+	logDir string
+	out    io.Writer
+
+	hub     *hubProcess
+	spokes  []*simSpoke
+	clients []*client
+	changes changes
+	wire    wireBytes
+	subs    map[int][]int32 // service → gRPC and Envoy clients calling it
+	ztunnel int
+	res     Result
+}
+
+func (r *runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.out, "%s %-8s ", time.Now().Format("15:04:05.000"), r.server)
+	fmt.Fprintf(r.out, format+"\n", args...)
+}
+
+func (r *runner) run(ctx context.Context) (*Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		for _, s := range r.spokes {
+			s.close()
+		}
+		for _, c := range r.clients {
+			if c.conn != nil {
+				_ = c.conn.Close()
+			}
+		}
+		if r.hub != nil {
+			_ = r.hub.stop()
+		}
+	}()
+	mix := r.cfg.Clients
+	if r.server == ServerBaseline && mix.Ztunnel > 0 {
+		r.logf("the baseline serves no workload API: its run has no ztunnel clients")
+		mix.Ztunnel = 0
+	}
+	r.res = Result{Server: r.server, Clients: mix}
+
+	var err error
+	if r.hub, err = newHubProcess(r.server, r.cfg.Binary, r.logDir); err != nil {
+		return nil, err
+	}
+	if err := r.hub.start(ctx, r.cfg.Timeout); err != nil {
+		return nil, err
+	}
+	idle, err := r.hub.usage(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+
+	// Spokes.
+	start := time.Now()
+	quiet := slog.New(slog.DiscardHandler)
+	for c := range r.w.clusters {
+		s, err := newSimSpoke(r.w, c, r.hub.federation, quiet)
+		if err != nil {
+			return nil, err
+		}
+		r.spokes = append(r.spokes, s)
+		wg.Go(func() { _ = s.run(ctx) })
+	}
+	if err := r.awaitSpokes(ctx); err != nil {
+		return nil, err
+	}
+	r.res.SpokeSyncSeconds = time.Since(start).Seconds()
+	synced, err := r.hub.usage(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	r.logf("%d spokes synced %d endpoints in %.2fs; hub heap %.1f MiB", r.w.clusters, r.w.clusters*r.w.endpoints,
+		r.res.SpokeSyncSeconds, synced.heap/mib)
+
+	// Clients.
+	start = time.Now()
+	r.subs = map[int][]int32{}
+	kinds := []struct {
+		kind string
+		n    int
+	}{{kindGRPC, mix.GRPC}, {kindEnvoy, mix.Envoy}, {kindZtunnel, mix.Ztunnel}}
+	for _, k := range kinds {
+		for range k.n {
+			c := newClient(r.w, len(r.clients), k.kind, &r.changes, &r.wire)
+			if err := c.dial(r.hub.xds); err != nil {
+				return nil, err
+			}
+			r.clients = append(r.clients, c)
+			for _, g := range c.services {
+				r.subs[g] = append(r.subs[g], c.index)
+			}
+			wg.Go(func() { c.run(ctx) })
+		}
+	}
+	r.ztunnel = mix.Ztunnel
+	if _, err := r.awaitClients(ctx, nil, "the initial sync"); err != nil {
+		return nil, err
+	}
+	r.res.ClientSyncSeconds = time.Since(start).Seconds()
+	withClients, err := r.hub.usage(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	r.logf("%d clients synced in %.2fs; hub heap %.1f MiB", len(r.clients), r.res.ClientSyncSeconds, withClients.heap/mib)
+
+	// Churn.
+	before, err := r.hub.usage(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	spokeBytes0, wire0 := r.spokeBytes(), r.wire.n.Load()
+	n, err := r.churn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.awaitStragglers(ctx)
+	after, err := r.hub.usage(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	r.res.Changes = n
+	r.res.Latency = r.changes.latencies(func(i int32) []string {
+		if k := r.clients[i].kind; k != kindZtunnel {
+			return []string{groupAll, groupXDS, k}
+		}
+		return []string{groupAll, kindZtunnel}
+	})
+	r.res.Missed = r.changes.missed()
+	fn := float64(n)
+	r.res.CPUPerChangeMillis = ms(after.cpu-before.cpu) / fn
+	r.res.EncodesPerChange = (after.encodes - before.encodes) / fn
+	r.res.SpokeBytesPerChange = float64(r.spokeBytes()-spokeBytes0) / fn
+	r.res.ClientBytesPerChange = float64(r.wire.n.Load()-wire0) / fn
+	r.res.HeapIdleBytes, r.res.HeapSyncedBytes, r.res.HeapClientsBytes = idle.heap, synced.heap, withClients.heap
+	r.res.RSSBytes = after.rss
+	r.res.HeapPerEndpoint = (synced.heap - idle.heap) / float64(r.w.clusters*r.w.endpoints)
+	r.res.HeapPerClient = (withClients.heap - synced.heap) / float64(len(r.clients))
+	l := r.res.Latency[groupAll]
+	r.logf("%d changes: p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d pairs (%d missed); hub CPU %.2f ms/change",
+		n, l.Millis.P50, l.Millis.P99, l.Millis.Max, l.Pairs, r.res.Missed, r.res.CPUPerChangeMillis)
+
+	if r.cfg.Restart {
+		if err := r.restart(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return &r.res, nil
+}
+
+const mib = 1 << 20
+
+// Latency groups besides the client kinds.
+const (
+	groupAll = "all"
+	groupXDS = "xds" // gRPC and Envoy clients: those the baseline serves too
+)
+
+func (r *runner) spokeBytes() int64 {
+	var n int64
+	for _, s := range r.spokes {
+		n += s.uplink.Status().BytesSent
+	}
+	return n
+}
+
+// awaitSpokes waits until the hub holds every cluster's full shard.
+func (r *runner) awaitSpokes(ctx context.Context) error {
+	var last string
+	return r.poll(ctx, "the spokes' sync", func() (bool, error) {
+		body, err := r.hub.get(ctx, "/debug/clusters")
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		var resp debug.ClustersResponse
+		if err := json.Unmarshal([]byte(body), &resp); err != nil {
+			return false, err
+		}
+		done := 0
+		for _, c := range resp.Clusters {
+			if c.Connected && c.Endpoints == r.w.endpoints && c.Workloads == r.w.endpoints {
+				done++
+			}
+		}
+		last = fmt.Sprintf("%d of %d clusters synced", done, r.w.clusters)
+		return done == r.w.clusters, nil
+	}, func() string { return last })
+}
+
+// awaitClients waits until every client has the full state on a stream
+// newer than after[i] (nil: any), and returns when the last got it.
+func (r *runner) awaitClients(ctx context.Context, after []int64, what string) (time.Time, error) {
+	var last time.Time
+	err := r.poll(ctx, what, func() (bool, error) {
+		last = time.Time{}
+		for i, c := range r.clients {
+			s := c.converged.Load()
+			if s == 0 || after != nil && s <= after[i] {
+				return false, nil
+			}
+			if at := time.Unix(0, c.at.Load()); at.After(last) {
+				last = at
+			}
+		}
+		return true, nil
+	}, func() string {
+		n := 0
+		for i, c := range r.clients {
+			if s := c.converged.Load(); s != 0 && (after == nil || s > after[i]) {
+				n++
+			}
+		}
+		return fmt.Sprintf("%d of %d clients have the full state", n, len(r.clients))
+	})
+	return last, err
+}
+
+// poll checks cond every 20 ms until it holds, printing a progress line
+// every second, for at most the configured timeout.
+func (r *runner) poll(ctx context.Context, what string, cond func() (bool, error), status func() string) error {
+	start := time.Now()
+	deadline := start.Add(r.cfg.Timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	lastLine := start
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		now := time.Now()
+		if now.After(deadline) {
+			return fmt.Errorf("waiting for %s: %s after %v (hub log: %s)", what, status(), r.cfg.Timeout, r.hub.logPath)
+		}
+		if now.Sub(lastLine) >= time.Second {
+			lastLine = now
+			r.logf("waiting for %s: %s", what, status())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// churn makes Rate changes per second for Duration, spread over the
+// clusters, and returns how many it made.
+func (r *runner) churn(ctx context.Context) (int, error) {
+	start := time.Now()
+	total := int(r.cfg.Rate * r.cfg.Duration.Seconds())
+	interval := time.Duration(float64(time.Second) / r.cfg.Rate)
+	next := start
+	lastLine := start
+	for n := range total {
+		if wait := time.Until(next); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return n, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		next = next.Add(interval)
+		c := n % r.w.clusters
+		s := r.spokes[c]
+		i := (n / r.w.clusters) % r.w.endpoints
+		g := s.pods[i].service
+		ch := &change{
+			id: n, service: g, address: churnAddress(n), want: len(r.subs[g]) + r.ztunnel, observed: time.Now(),
+		}
+		r.changes.add(ch)
+		s.replace(i, ch.address, fmt.Sprintf("%s-churn-%07d", clusterID(c), n), ch.observed)
+		if now := time.Now(); now.Sub(lastLine) >= time.Second {
+			lastLine = now
+			r.logf("churn: %d of %d changes, %d not yet seen by every client", n+1, total, r.changes.pending())
+		}
+	}
+	return total, nil
+}
+
+// awaitStragglers waits until every change has reached every client, or
+// for the timeout: what is still unseen then counts as missed.
+func (r *runner) awaitStragglers(ctx context.Context) {
+	err := r.poll(ctx, "the last changes", func() (bool, error) { return r.changes.pending() == 0, nil },
+		func() string { return fmt.Sprintf("%d changes not yet seen by every client", r.changes.pending()) })
+	if err != nil {
+		r.logf("%v", err)
+	}
+}
+
+// restart restarts the hub and measures how long until every client has
+// the full state again.
+func (r *runner) restart(ctx context.Context) error {
+	gen := make([]int64, len(r.clients))
+	for i, c := range r.clients {
+		gen[i] = c.streams.Load()
+	}
+	if err := r.hub.stop(); err != nil {
+		return fmt.Errorf("stopping the hub: %w", err)
+	}
+	start := time.Now()
+	if err := r.hub.start(ctx, r.cfg.Timeout); err != nil {
+		return err
+	}
+	last, err := r.awaitClients(ctx, gen, "convergence after a hub restart")
+	if err != nil {
+		return err
+	}
+	r.res.RestartSeconds = last.Sub(start).Seconds()
+	r.logf("hub restarted: every client had the full state again after %.2fs", r.res.RestartSeconds)
+	return nil
+}

@@ -1,0 +1,200 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// hubProcess is the server under test, run as its own process so that its
+// CPU time and memory are its own: `meshfed hub`, or the baseline.
+type hubProcess struct {
+	kind                       string
+	binary                     string
+	federation, xds, debugAddr string
+	logPath                    string
+
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+func newHubProcess(kind, binary, logDir string) (*hubProcess, error) {
+	addrs, err := freeAddrs(3)
+	if err != nil {
+		return nil, err
+	}
+	return &hubProcess{
+		kind: kind, binary: binary, federation: addrs[0], xds: addrs[1], debugAddr: addrs[2],
+		logPath: logDir + "/" + kind + "-hub.log",
+	}, nil
+}
+
+// freeAddrs returns n loopback addresses free at the time of the call.
+func freeAddrs(n int) ([]string, error) {
+	var out []string
+	for range n {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, lis.Addr().String())
+		defer func() { _ = lis.Close() }()
+	}
+	return out, nil
+}
+
+func (h *hubProcess) args() []string {
+	common := []string{
+		"--federation-addr", h.federation, "--xds-addr", h.xds, "--debug-addr", h.debugAddr,
+		"--insecure", "--log-level", "warn",
+	}
+	if h.kind == ServerBaseline {
+		return append([]string{"bench", "baseline-hub"}, common...)
+	}
+	return append([]string{"hub"}, common...)
+}
+
+// start runs the process and waits until it serves.
+func (h *hubProcess) start(ctx context.Context, timeout time.Duration) error {
+	logFile, err := os.OpenFile(h.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	h.cmd = exec.Command(h.binary, h.args()...)
+	h.cmd.Stdout, h.cmd.Stderr = logFile, logFile
+	if err := h.cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("%s hub: %w", h.kind, err)
+	}
+	h.exited = make(chan error, 1)
+	go func() {
+		h.exited <- h.cmd.Wait()
+		_ = logFile.Close()
+	}()
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := h.get(ctx, "/healthz"); err == nil {
+			return nil
+		}
+		select {
+		case err := <-h.exited:
+			h.exited <- err
+			return fmt.Errorf("%s hub exited: %w (log: %s)", h.kind, err, h.logPath)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s hub not serving after %v (log: %s)", h.kind, timeout, h.logPath)
+		}
+	}
+}
+
+// stop ends the process (SIGTERM, then SIGKILL) and waits for it.
+func (h *hubProcess) stop() error {
+	if h.cmd == nil || h.cmd.Process == nil {
+		return nil
+	}
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-h.exited:
+		return exitErr(err)
+	case <-time.After(10 * time.Second):
+		_ = h.cmd.Process.Kill()
+		return exitErr(<-h.exited)
+	}
+}
+
+func exitErr(err error) error {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signaled() {
+		return nil
+	}
+	return err
+}
+
+func (h *hubProcess) get(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.debugAddr+path, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return string(body), nil
+}
+
+// metrics reads the process's unlabelled metrics (Prometheus text format).
+func (h *hubProcess) metrics(ctx context.Context) (map[string]float64, error) {
+	body, err := h.get(ctx, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// usage is a reading of the process's resources.
+type usage struct {
+	cpu       time.Duration
+	heap, rss float64 // bytes; heap is after a forced GC
+	encodes   float64 // meshfed_xds_resource_encodes_total, when the server counts encodes
+	sampledAt time.Time
+}
+
+// usage forces a GC (through the heap profile endpoint) when gc is set,
+// then reads the process's metrics.
+func (h *hubProcess) usage(ctx context.Context, gc bool) (usage, error) {
+	if gc {
+		if _, err := h.get(ctx, "/debug/pprof/heap?gc=1"); err != nil {
+			return usage{}, err
+		}
+	}
+	m, err := h.metrics(ctx)
+	if err != nil {
+		return usage{}, err
+	}
+	return usage{
+		cpu:       time.Duration(m["process_cpu_seconds_total"] * float64(time.Second)),
+		heap:      m["go_memstats_heap_inuse_bytes"],
+		rss:       m["process_resident_memory_bytes"],
+		encodes:   m["meshfed_xds_resource_encodes_total"],
+		sampledAt: time.Now(),
+	}, nil
+}
