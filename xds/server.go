@@ -300,9 +300,10 @@ func (s *Server) push(snap Snapshot, changed map[string]struct{}, workloadKeys [
 			edsKeys[k] = struct{}{}
 		}
 	}
+	assignments := s.newAssignments(snap)
 	for k, v := range s.built {
 		if k.typeURL == resourcev3.EndpointType {
-			s.update(resourcev3.EndpointType, k.key, s.loadAssignments(snap, edsKeys, v.view), removed[resourcev3.EndpointType])
+			s.cache.Apply(resourcev3.EndpointType, k.key, assignments.of(edsKeys, v.view), removed[resourcev3.EndpointType])
 		}
 	}
 	s.pushAddresses(snap, slices.Collect(maps.Keys(changed)), workloadKeys, all)
@@ -382,19 +383,57 @@ func (s *Server) update(typ, view string, upserts map[string]proto.Message, remo
 	}
 }
 
-func (s *Server) loadAssignments(snap Snapshot, keys map[string]struct{}, view resources.View) map[string]proto.Message {
-	out := map[string]proto.Message{}
+// assignments builds the load assignments of one push, each encoded once
+// however many views get it: views whose AssignmentKey for a service is
+// the same share its encodings (a clusterset's proxies in a hundred zones
+// see a service in a handful of ways).
+type assignments struct {
+	s     *Server
+	snap  Snapshot
+	locs  map[string][]resources.Locality // by service key
+	built map[string][]*Encoded           // by service key and AssignmentKey
+}
+
+func (s *Server) newAssignments(snap Snapshot) *assignments {
+	return &assignments{s: s, snap: snap, locs: map[string][]resources.Locality{}, built: map[string][]*Encoded{}}
+}
+
+// of returns the assignments of the services keys for view.
+func (a *assignments) of(keys map[string]struct{}, view resources.View) []*Encoded {
+	var out []*Encoded
 	for key := range keys {
-		v, ok := snap.Service(key)
+		v, ok := a.snap.Service(key)
 		if !ok {
 			continue
 		}
-		for _, host := range resources.Hostnames(v) {
-			for _, p := range resources.Ports(v) {
-				cla := resources.LoadAssignment(v, host, p, view, s.gateways)
-				preencodeMetadata(cla)
-				out[cla.GetClusterName()] = cla
+		locs, ok := a.locs[key]
+		if !ok {
+			locs = resources.Localities(v)
+			a.locs[key] = locs
+		}
+		id := key + "\x00" + resources.AssignmentKey(locs, view)
+		enc, ok := a.built[id]
+		if !ok {
+			enc = a.build(v, view)
+			a.built[id] = enc
+		}
+		out = append(out, enc...)
+	}
+	return out
+}
+
+func (a *assignments) build(v *federation.ServiceView, view resources.View) []*Encoded {
+	var out []*Encoded
+	for _, host := range resources.Hostnames(v) {
+		for _, p := range resources.Ports(v) {
+			cla := resources.LoadAssignment(v, host, p, view, a.s.gateways)
+			preencodeMetadata(cla)
+			e, err := a.s.cache.Encode(resourcev3.EndpointType, cla.GetClusterName(), cla)
+			if err != nil {
+				a.s.log.Error("encode load assignment", "name", cla.GetClusterName(), "err", err)
+				continue
 			}
+			out = append(out, e)
 		}
 	}
 	return out
@@ -418,6 +457,7 @@ func (s *Server) syncViews(snap Snapshot) {
 	for k := range s.generated {
 		services[k] = struct{}{}
 	}
+	var assignments *assignments
 	for k, v := range want {
 		if _, ok := s.built[k]; ok {
 			continue
@@ -425,7 +465,10 @@ func (s *Server) syncViews(snap Snapshot) {
 		s.built[k] = v
 		switch k.typeURL {
 		case resourcev3.EndpointType:
-			s.update(resourcev3.EndpointType, k.key, s.loadAssignments(snap, services, v.view), nil)
+			if assignments == nil {
+				assignments = s.newAssignments(snap)
+			}
+			s.cache.Apply(resourcev3.EndpointType, k.key, assignments.of(services, v.view), nil)
 		case AddressType:
 			var upserts []*Encoded
 			for name, ai := range s.addrItems {

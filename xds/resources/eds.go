@@ -443,3 +443,36 @@ func endpointPort(ep *federationpb.Endpoint, sp *federationpb.ServicePort) (uint
 	}
 	return match.GetPort(), true
 }
+
+// Localities returns the distinct localities of s's endpoints, sorted:
+// what AssignmentKey ranks.
+func Localities(s *federation.ServiceView) []Locality {
+	var out []Locality
+	for _, c := range s.Clusters {
+		for _, ep := range c.Endpoints {
+			l := localityOf(ep.GetLocality())
+			if i, found := slices.BinarySearchFunc(out, l, compareLocality); !found {
+				out = slices.Insert(out, i, l)
+			}
+		}
+	}
+	return out
+}
+
+// AssignmentKey returns what of view the load assignments of a service
+// whose endpoints are in locs (see Localities) depend on: LoadAssignment
+// reads the view only through its network and the rank of each endpoint
+// locality, so two views with one key get identical assignments. Proxies
+// in many zones see a service in a few ways (same zone, same region,
+// elsewhere as one of its clusters'), so the hub builds and encodes one
+// assignment per key rather than one per view.
+func AssignmentKey(locs []Locality, view View) string {
+	b := builder{view: view}
+	key := make([]byte, 0, len(view.Network)+1+len(locs))
+	key = append(key, view.Network...)
+	key = append(key, 0)
+	for _, l := range locs {
+		key = append(key, byte('0'+b.rank(l)))
+	}
+	return string(key)
+}

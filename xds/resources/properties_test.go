@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -391,4 +392,47 @@ func checkSplitHorizonPrefix(t *testing.T, cla *endpointv3.ClusterLoadAssignment
 			t.Errorf("remote pod %s visible", hostPort(e))
 		}
 	})
+}
+
+// TestAssignmentKey checks what the hub relies on to share assignments
+// between views: views with one AssignmentKey get equal assignments. The
+// second view of each case is either another random one or a locality of
+// one of the service's endpoints, so that keys often match.
+func TestAssignmentKey(t *testing.T) {
+	same := 0
+	for seed := range uint64(600) {
+		r := rand.New(rand.NewPCG(seed, seed*31))
+		s, clusters, v1 := randomCase(r)
+		_, _, v2 := randomCase(r)
+		locs := Localities(s)
+		switch {
+		case r.IntN(3) == 0:
+			// another random view
+		case len(locs) > 0 && r.IntN(2) == 0:
+			v2 = View{Network: v1.Network, Locality: pick(r, locs...)}
+		default:
+			v2 = v1
+			v2.Locality.Subzone = pick(r, "", "s1", "s2")
+		}
+		if !slices.IsSortedFunc(locs, compareLocality) {
+			t.Fatalf("seed %d: Localities not sorted: %v", seed, locs)
+		}
+		if AssignmentKey(locs, v1) != AssignmentKey(locs, v2) {
+			continue
+		}
+		same++
+		gws := GatewaysByNetwork(clusters, tls)
+		for _, h := range Hostnames(s) {
+			for _, p := range Ports(s) {
+				a, b := LoadAssignment(s, h, p, v1, gws), LoadAssignment(s, h, p, v2, gws)
+				if !proto.Equal(a, b) {
+					t.Errorf("seed %d: views %+v and %+v share key %q but get different assignments:\n%v\n%v",
+						seed, v1, v2, AssignmentKey(locs, v1), a, b)
+				}
+			}
+		}
+	}
+	if same < 100 {
+		t.Errorf("only %d of 600 cases had views with one key: the test checks too little", same)
+	}
 }
