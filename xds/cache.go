@@ -36,10 +36,65 @@ type entry struct {
 type set struct {
 	version string // the state-of-the-world version of the whole set
 	entries map[string]*entry
+	// rev counts the set's changes, and recent holds the names the latest
+	// ones changed (oldest first), so that a wildcard delta client in sync
+	// at an earlier revision is compared on those names only.
+	rev    uint64
+	recent []setChange
 	// synced holds the version maps (by identity) of the wildcard delta
-	// clients that have this version of the set, so that their ACKs park
-	// at once instead of comparing every entry. Any change clears it.
-	synced map[unsafe.Pointer]bool
+	// clients and the revision each matches, so that an ACK parks at once
+	// or compares only what changed since, instead of every entry: a
+	// ztunnel's set has every address of its network, and it ACKs each
+	// response while the set keeps changing.
+	synced map[unsafe.Pointer]uint64
+}
+
+// setChange is the names one revision of a set changed.
+type setChange struct {
+	rev   uint64
+	names []string
+}
+
+// maxRecent bounds a set's change log; a client further behind is
+// compared in full.
+const maxRecent = 64
+
+// changed records a revision that changed names, and forgets clients too
+// far behind for the log (dead streams among them).
+func (s *set) changed(names []string) {
+	s.rev++
+	if len(s.recent) == maxRecent {
+		s.recent = append(s.recent[:0], s.recent[1:]...)
+	}
+	s.recent = append(s.recent, setChange{rev: s.rev, names: names})
+	oldest := s.recent[0].rev - 1
+	for id, rev := range s.synced {
+		if rev < oldest {
+			delete(s.synced, id)
+		}
+	}
+}
+
+// changedSince returns the names changed after revision rev, without
+// duplicates, and whether the log reaches back that far.
+func (s *set) changedSince(rev uint64) ([]string, bool) {
+	if len(s.recent) == 0 || s.recent[0].rev > rev+1 {
+		return nil, false
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range s.recent {
+		if c.rev <= rev {
+			continue
+		}
+		for _, n := range c.names {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	return out, true
 }
 
 // mapID identifies a client's version map, which the server keeps for
@@ -138,7 +193,7 @@ func (c *Cache) Apply(typeURL, view string, upserts []*Encoded, removals []strin
 	if len(changed) == 0 && !created {
 		return false
 	}
-	s.synced = nil
+	s.changed(changed)
 	c.version++
 	s.version = strconv.FormatUint(c.version, 10)
 	// A new set answers every watch that waited for it to be built.
@@ -391,12 +446,19 @@ func wildcardDeltaResponse(w *deltaWatch, s *set, always bool, changed []string)
 func (s *set) deltaAnswer(w *deltaWatch) *deltaResp {
 	wildcard := w.sub.IsWildcard()
 	first := w.req.GetResponseNonce() == "" && wildcard
-	// An ACK from a wildcard client that has this version: nothing to
-	// compare.
-	if !first && wildcard && s.synced[mapID(w.sub.ReturnedResources())] {
-		return nil
+	var since []string // nil: compare every entry
+	if rev, ok := s.synced[mapID(w.sub.ReturnedResources())]; ok && !first && wildcard {
+		if rev == s.rev {
+			return nil // an ACK from a client that has this revision
+		}
+		if names, ok := s.changedSince(rev); ok {
+			since = names
+			if since == nil {
+				since = []string{}
+			}
+		}
 	}
-	resp := deltaResponse(w, s, first, nil)
+	resp := deltaResponse(w, s, first, since)
 	if resp != nil {
 		s.markSynced(w, resp.returned)
 	} else {
@@ -412,9 +474,9 @@ func (s *set) markSynced(w *deltaWatch, returned map[string]string) {
 		return
 	}
 	if s.synced == nil {
-		s.synced = map[unsafe.Pointer]bool{}
+		s.synced = map[unsafe.Pointer]uint64{}
 	}
-	s.synced[mapID(returned)] = true
+	s.synced[mapID(returned)] = s.rev
 }
 
 func (r *deltaResp) finish(returned map[string]string, always bool) *deltaResp {

@@ -281,3 +281,68 @@ func names(rs []*discovery.Resource) []string {
 	}
 	return out
 }
+
+// TestCacheWildcardDeltaCatchesUp covers a wildcard client whose ACK comes
+// after changes it was not sent: within the set's change log it gets the
+// names changed since its revision, beyond it a full comparison; and
+// clients that stop ACKing are forgotten.
+func TestCacheWildcardDeltaCatchesUp(t *testing.T) {
+	const typ = "type.googleapis.com/istio.workload.Address"
+	c := NewCache(nil)
+	put := func(name string, v int64) {
+		t.Helper()
+		if _, err := c.Update(typ, "", map[string]proto.Message{name: cluster(name, v)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		put(n, 1)
+	}
+	client := func() (func(string), func() []string, map[string]string) {
+		sub := stream.NewDeltaSubscription(nil, nil, nil, true)
+		ch := make(chan cache.DeltaResponse, 1)
+		watch := func(nonce string) {
+			t.Helper()
+			if _, err := c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: typ, ResponseNonce: nonce}, sub, ch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		recv := func() []string {
+			t.Helper()
+			select {
+			case r := <-ch:
+				sub.SetReturnedResources(r.GetReturnedResources())
+				out, _ := r.GetDeltaDiscoveryResponse()
+				return names(out.GetResources())
+			default:
+				return nil
+			}
+		}
+		watch("")
+		if got := recv(); len(got) != 3 {
+			t.Fatalf("first response %v", got)
+		}
+		return watch, recv, sub.ReturnedResources()
+	}
+	watch, recv, _ := client()
+	_, _, gone := client() // never ACKs
+
+	put("a", 2)
+	put("a", 3)
+	put("c", 2)
+	watch("1")
+	if got := recv(); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("ACK after 3 unseen changes got %v, want a and c", got)
+	}
+	for i := range maxRecent + 5 {
+		put("b", int64(10+i))
+	}
+	watch("2")
+	if got := recv(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("ACK after more changes than the log holds got %v, want b", got)
+	}
+	s := c.sets[setKey{typ, ""}]
+	if _, ok := s.synced[mapID(gone)]; ok || len(s.recent) != maxRecent {
+		t.Errorf("a client %d changes behind is still tracked (or the log has %d entries, want %d)", maxRecent+5, len(s.recent), maxRecent)
+	}
+}
