@@ -27,6 +27,9 @@ type Config struct {
 	Binary string
 	// Timeout bounds each wait (syncs, convergence, stragglers).
 	Timeout time.Duration
+	// ProfileDir, when set, receives each hub's heap profile once its
+	// clients have synced and its CPU profile over the churn.
+	ProfileDir string
 }
 
 // DefaultConfig is the full-size run: 100 clusters, 100,000

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,7 +31,8 @@ type Result struct {
 	HeapClientsBytes     float64 `json:"heapClientsBytes"`
 	RSSBytes             float64 `json:"rssBytes"` // with clients, after the churn
 	HeapPerEndpoint      float64 `json:"heapPerEndpointBytes"`
-	HeapPerClient        float64 `json:"heapPerClientBytes"`
+	HeapPerClient        float64 `json:"heapPerXDSClientBytes"` // a gRPC or Envoy client
+	HeapPerZtunnel       float64 `json:"heapPerZtunnelBytes,omitempty"`
 	CPUPerChangeMillis   float64 `json:"cpuPerChangeMs"`
 	EncodesPerChange     float64 `json:"encodesPerChange,omitempty"`
 	SpokeBytesPerChange  float64 `json:"spokeToHubBytesPerChange"`
@@ -164,36 +167,65 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.logf("%d spokes synced %d endpoints in %.2fs; hub heap %.1f MiB", r.w.clusters, r.w.clusters*r.w.endpoints,
 		r.res.SpokeSyncSeconds, synced.heap/mib)
 
-	// Clients.
+	// Clients: gRPC and Envoy first, then ztunnels, so that the hub's heap
+	// per client of each sort shows.
 	start = time.Now()
 	r.subs = map[int][]int32{}
-	kinds := []struct {
+	r.ztunnel = mix.Ztunnel
+	phases := [][]struct {
 		kind string
 		n    int
-	}{{kindGRPC, mix.GRPC}, {kindEnvoy, mix.Envoy}, {kindZtunnel, mix.Ztunnel}}
-	for _, k := range kinds {
-		for range k.n {
-			c := newClient(r.w, len(r.clients), k.kind, &r.changes, &r.wire)
-			if err := c.dial(r.hub.xds); err != nil {
-				return nil, err
+	}{{{kindGRPC, mix.GRPC}, {kindEnvoy, mix.Envoy}}, {{kindZtunnel, mix.Ztunnel}}}
+	heaps := []float64{synced.heap}
+	for _, phase := range phases {
+		for _, k := range phase {
+			for range k.n {
+				c := newClient(r.w, len(r.clients), k.kind, &r.changes, &r.wire)
+				if err := c.dial(r.hub.xds); err != nil {
+					return nil, err
+				}
+				r.clients = append(r.clients, c)
+				for _, g := range c.services {
+					r.subs[g] = append(r.subs[g], c.index)
+				}
+				wg.Go(func() { c.run(ctx) })
 			}
-			r.clients = append(r.clients, c)
-			for _, g := range c.services {
-				r.subs[g] = append(r.subs[g], c.index)
-			}
-			wg.Go(func() { c.run(ctx) })
 		}
-	}
-	r.ztunnel = mix.Ztunnel
-	if _, err := r.awaitClients(ctx, nil, "the initial sync"); err != nil {
-		return nil, err
+		if _, err := r.awaitClients(ctx, nil, "the initial sync"); err != nil {
+			return nil, err
+		}
+		u, err := r.hub.usage(ctx, true)
+		if err != nil {
+			return nil, err
+		}
+		heaps = append(heaps, u.heap)
 	}
 	r.res.ClientSyncSeconds = time.Since(start).Seconds()
-	withClients, err := r.hub.usage(ctx, true)
-	if err != nil {
-		return nil, err
+	withClients := heaps[2]
+	if n := mix.GRPC + mix.Envoy; n > 0 {
+		r.res.HeapPerClient = (heaps[1] - heaps[0]) / float64(n)
 	}
-	r.logf("%d clients synced in %.2fs; hub heap %.1f MiB", len(r.clients), r.res.ClientSyncSeconds, withClients.heap/mib)
+	if mix.Ztunnel > 0 {
+		r.res.HeapPerZtunnel = (heaps[2] - heaps[1]) / float64(mix.Ztunnel)
+	}
+	r.logf("%d clients synced in %.2fs; hub heap %.1f MiB", len(r.clients), r.res.ClientSyncSeconds, withClients/mib)
+
+	if dir := r.cfg.ProfileDir; dir != "" {
+		path := filepath.Join(dir, r.server+"-heap.pprof")
+		if err := r.hub.saveProfile(ctx, "heap", path); err != nil {
+			return nil, fmt.Errorf("heap profile: %w", err)
+		}
+		r.logf("heap profile with every client connected: %s", path)
+		path = filepath.Join(dir, r.server+"-cpu.pprof")
+		seconds := max(int(r.cfg.Duration.Seconds()), 1)
+		wg.Go(func() {
+			if err := r.hub.saveProfile(ctx, "profile?seconds="+strconv.Itoa(seconds), path); err != nil {
+				r.logf("CPU profile: %v", err)
+				return
+			}
+			r.logf("CPU profile of the churn: %s", path)
+		})
+	}
 
 	// Churn.
 	before, err := r.hub.usage(ctx, false)
@@ -223,10 +255,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.res.EncodesPerChange = (after.encodes - before.encodes) / fn
 	r.res.SpokeBytesPerChange = float64(r.spokeBytes()-spokeBytes0) / fn
 	r.res.ClientBytesPerChange = float64(r.wire.n.Load()-wire0) / fn
-	r.res.HeapIdleBytes, r.res.HeapSyncedBytes, r.res.HeapClientsBytes = idle.heap, synced.heap, withClients.heap
+	r.res.HeapIdleBytes, r.res.HeapSyncedBytes, r.res.HeapClientsBytes = idle.heap, synced.heap, withClients
 	r.res.RSSBytes = after.rss
 	r.res.HeapPerEndpoint = (synced.heap - idle.heap) / float64(r.w.clusters*r.w.endpoints)
-	r.res.HeapPerClient = (withClients.heap - synced.heap) / float64(len(r.clients))
 	l := r.res.Latency[groupAll]
 	r.logf("%d changes: p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d pairs (%d missed); hub CPU %.2f ms/change",
 		n, l.Millis.P50, l.Millis.P99, l.Millis.Max, l.Pairs, r.res.Missed, r.res.CPUPerChangeMillis)

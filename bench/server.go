@@ -198,3 +198,28 @@ func (h *hubProcess) usage(ctx context.Context, gc bool) (usage, error) {
 		sampledAt: time.Now(),
 	}, nil
 }
+
+// saveProfile writes a profile from the hub's /debug/pprof to path.
+func (h *hubProcess) saveProfile(ctx context.Context, query, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.debugAddr+"/debug/pprof/"+query, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/%s: %s", query, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -22,7 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
@@ -70,7 +72,7 @@ type Server struct {
 	gateways  map[federation.NetworkID][]*federationpb.Gateway
 	networks  map[federation.ClusterID]federation.NetworkID
 	addresses *workloads.Builder
-	addrItems map[string]addrItem // current workload API resources, encoded
+	addrItems map[string]addrItem // current workload API resources
 }
 
 // viewKey names a set of one type that some proxies share: EDS per view
@@ -80,6 +82,8 @@ type viewKey struct {
 	key     string
 }
 
+// addrItem is a workload API resource: its name and scope (the item's
+// Message dropped once encoded), and its encoding; nil when it was removed.
 type addrItem struct {
 	item    workloads.Item
 	encoded *Encoded
@@ -162,6 +166,7 @@ func (s *Server) Run(ctx context.Context, initial Snapshot) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Stop waits for the stream handlers, so that none outlives Run.
 		grpc.WaitForHandlers(true),
+		experimental.BufferPool(boundedPool{mem.DefaultBufferPool()}),
 	}
 	if s.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS)))
@@ -316,12 +321,6 @@ func (s *Server) pushAddresses(snap Snapshot, services, workloadKeys []string, a
 	if len(items) == 0 {
 		return
 	}
-	views := 0
-	for k := range s.built {
-		if k.typeURL == AddressType {
-			views++
-		}
-	}
 	var changed []addrItem
 	for _, it := range items {
 		if it.Message == nil {
@@ -329,16 +328,11 @@ func (s *Server) pushAddresses(snap Snapshot, services, workloadKeys []string, a
 			changed = append(changed, addrItem{item: it})
 			continue
 		}
-		if views == 0 {
-			// No ztunnel: keep the item, encode it when one comes.
-			s.addrItems[it.Name] = addrItem{item: it}
-			continue
-		}
 		ai, ok := s.encodeAddress(it)
 		if !ok {
 			continue
 		}
-		if old, had := s.addrItems[it.Name]; had && old.encoded != nil && old.encoded.version == ai.encoded.version && sameScope(old.item, it) {
+		if old, had := s.addrItems[it.Name]; had && old.encoded.version == ai.encoded.version && sameScope(old.item, it) {
 			continue
 		}
 		s.addrItems[it.Name] = ai
@@ -351,7 +345,7 @@ func (s *Server) pushAddresses(snap Snapshot, services, workloadKeys []string, a
 		var upserts []*Encoded
 		var removals []string
 		for _, ai := range changed {
-			if ai.item.Visible(v.view.Network) {
+			if ai.encoded != nil && ai.item.InScope(v.view.Network) {
 				upserts = append(upserts, ai.encoded)
 			} else {
 				removals = append(removals, ai.item.Name)
@@ -361,12 +355,16 @@ func (s *Server) pushAddresses(snap Snapshot, services, workloadKeys []string, a
 	}
 }
 
+// encodeAddress encodes an item at once, whether or not a ztunnel is
+// connected, and keeps only the encoding: it is a third of the message's
+// size, and a hub holds one per workload.
 func (s *Server) encodeAddress(it workloads.Item) (addrItem, bool) {
 	e, err := s.cache.Encode(AddressType, it.Name, it.Message)
 	if err != nil {
 		s.log.Error("encode workload address", "name", it.Name, "err", err)
 		return addrItem{}, false
 	}
+	it.Message = nil
 	return addrItem{item: it, encoded: e}, true
 }
 
@@ -471,15 +469,8 @@ func (s *Server) syncViews(snap Snapshot) {
 			s.cache.Apply(resourcev3.EndpointType, k.key, assignments.of(services, v.view), nil)
 		case AddressType:
 			var upserts []*Encoded
-			for name, ai := range s.addrItems {
-				if ai.encoded == nil { // kept unencoded while no ztunnel was connected
-					var ok bool
-					if ai, ok = s.encodeAddress(ai.item); !ok {
-						continue
-					}
-					s.addrItems[name] = ai
-				}
-				if ai.item.Visible(v.view.Network) {
+			for _, ai := range s.addrItems {
+				if ai.item.InScope(v.view.Network) {
 					upserts = append(upserts, ai.encoded)
 				}
 			}

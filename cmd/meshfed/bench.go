@@ -50,6 +50,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.Restart, "restart", cfg.Restart, "also measure convergence after a hub restart")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each wait (syncs, convergence, the last changes)")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file")
+	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "save each hub's heap profile (clients synced) and CPU profile (over the churn) here")
 	logDir := fs.String("log-dir", "", "where the hub processes' logs go (default: a new temporary directory)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -75,6 +76,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err != nil {
 		return fmt.Errorf("--log-dir: %w", err)
+	}
+	if cfg.ProfileDir != "" {
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return fmt.Errorf("--profile-dir: %w", err)
+		}
 	}
 	fmt.Fprintf(stderr, "hub logs in %s\n", *logDir)
 	rep, err := bench.Run(ctx, cfg, *logDir, stderr)

@@ -40,9 +40,12 @@ type Item struct {
 
 // Visible reports whether a ztunnel on network sees the item.
 func (it Item) Visible(network federation.NetworkID) bool {
+	return it.Message != nil && it.InScope(network)
+}
+
+// InScope reports whether the item, if it exists, is for network.
+func (it Item) InScope(network federation.NetworkID) bool {
 	switch {
-	case it.Message == nil:
-		return false
 	case it.Only != nil:
 		return *it.Only == network
 	case it.Except != nil:
