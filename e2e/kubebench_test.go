@@ -46,6 +46,9 @@ type kubeScale struct {
 
 func (s kubeScale) endpoints() int { return s.services * s.perService }
 
+// scaleSpokeMemLimitEnv, when set, is the spoke process's GOMEMLIMIT.
+const scaleSpokeMemLimitEnv = "MESHFED_SCALE_SPOKE_GOMEMLIMIT"
+
 // scaleCluster is the bench cluster's ID at the hub.
 const scaleCluster federation.ClusterID = "east"
 
@@ -167,7 +170,7 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 		"| cluster | %d services (%d namespaces), %d endpoints, %d pods, %d nodes |\n"+
 		"|---|---|\n"+
 		"| objects created (%d API requests, 32 workers) | %v (%.0f req/s) |\n"+
-		"| spoke: %s |\n"+
+		"| spoke: %s (GOMEMLIMIT %q) |\n"+
 		"| initial sync: spoke start → hub has every endpoint | %v |\n"+
 		"| initial sync bytes (hub received) | %.0f B (%.1f B/endpoint) |\n"+
 		"| spoke RSS after sync (VmRSS) / peak (VmHWM) | %.1f MiB / %.1f MiB |\n"+
@@ -179,7 +182,7 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 		"| endpoint change: latency, median (min–max) of %d | %v (%v–%v) |",
 		sc.services, sc.namespaces, sc.endpoints(), sc.endpoints(), sc.nodes,
 		objects, createTime.Round(time.Millisecond), float64(objects)/createTime.Seconds(),
-		scaleCachesSyncedLine(logPath),
+		scaleCachesSyncedLine(logPath), os.Getenv(scaleSpokeMemLimitEnv),
 		syncTime.Round(time.Millisecond),
 		syncBytes, syncBytes/float64(sc.endpoints()),
 		float64(rss)/mib, float64(hwm)/mib, gcAtSync,
@@ -351,6 +354,11 @@ func scaleRunSpoke(b *testing.B, bin, logPath string, args ...string) int {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// gctrace tells the spoke's live heap apart from its RSS.
 	cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+	// The memory limit a container's would give the spoke (its
+	// --memory-limit-ratio of the cgroup's limit), for this process only.
+	if limit := os.Getenv(scaleSpokeMemLimitEnv); limit != "" {
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+limit)
+	}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		b.Fatal(err)

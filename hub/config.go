@@ -19,6 +19,10 @@ type Config struct {
 	XDSAddr string
 	// XDSPushInterval coalesces registry changes that come faster than it.
 	XDSPushInterval time.Duration
+	// XDSWarmUp bounds how long a starting hub holds proxies while spokes
+	// connect (0: serve at once); it serves sooner once every connected
+	// spoke has sent its shard and none has joined for XDSWarmUpQuiet.
+	XDSWarmUp, XDSWarmUpQuiet time.Duration
 	// XDSMaxMessageBytes bounds xDS messages. A ztunnel's first response
 	// holds every address of its network (about 355 bytes each), and
 	// ztunnel itself accepts up to 200 MiB.
@@ -55,6 +59,8 @@ func DefaultConfig() Config {
 		FederationAddr:     ":9443",
 		XDSAddr:            ":15010",
 		XDSPushInterval:    10 * time.Millisecond,
+		XDSWarmUp:          10 * time.Second,
+		XDSWarmUpQuiet:     500 * time.Millisecond,
 		XDSMaxMessageBytes: 200 << 20,
 		DebugAddr:          "127.0.0.1:8080",
 		TrustDomain:        "cluster.local",
@@ -72,6 +78,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.FederationAddr, "federation-addr", c.FederationAddr, "address for spoke connections (gRPC)")
 	fs.StringVar(&c.XDSAddr, "xds-addr", c.XDSAddr, `address for proxies' ADS streams (gRPC; "" disables xDS)`)
 	fs.DurationVar(&c.XDSPushInterval, "xds-push-interval", c.XDSPushInterval, "push a lone change at once; coalesce changes closer together than this")
+	fs.DurationVar(&c.XDSWarmUp, "xds-warmup", c.XDSWarmUp, "longest a starting hub holds proxies (unanswered) while spokes connect, so that none gets a partial clusterset (0: serve at once)")
+	fs.DurationVar(&c.XDSWarmUpQuiet, "xds-warmup-quiet", c.XDSWarmUpQuiet, "serve before --xds-warmup once every connected spoke has sent its shard and none has joined for this long")
 	fs.IntVar(&c.XDSMaxMessageBytes, "xds-max-message-bytes", c.XDSMaxMessageBytes, "largest xDS message (a ztunnel's first response holds its whole network; ztunnel accepts 200 MiB)")
 	fs.StringVar(&c.XDSCertFile, "xds-tls-cert", c.XDSCertFile, "TLS certificate for the xDS port (PEM; plaintext when unset)")
 	fs.StringVar(&c.XDSKeyFile, "xds-tls-key", c.XDSKeyFile, "TLS key for the xDS port (PEM)")
@@ -112,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.TrustDomain == "" {
 		errs = append(errs, errors.New("--trust-domain is required"))
+	}
+	if c.XDSWarmUp < 0 || c.XDSWarmUpQuiet < 0 {
+		errs = append(errs, errors.New("--xds-warmup and --xds-warmup-quiet cannot be negative"))
 	}
 	if !(c.MemoryLimitRatio >= 0 && c.MemoryLimitRatio < 1) {
 		errs = append(errs, fmt.Errorf("--memory-limit-ratio %v is outside [0, 1) (0 turns it off)", c.MemoryLimitRatio))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +49,9 @@ type Hub struct {
 	fedLis   net.Listener
 	debugLis net.Listener
 	xds      *xds.Server // nil when xDS is disabled
+	// warm is set once proxies are served (at once without a warm-up):
+	// /readyz reports it.
+	warm atomic.Bool
 }
 
 // New builds a hub and binds its listeners.
@@ -81,12 +85,13 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	federationpb.RegisterFederationServer(g, srv)
 
 	h := &Hub{cfg: cfg, log: log, registry: reg, grpc: g}
+	h.warm.Store(cfg.XDSAddr == "" || cfg.XDSWarmUp <= 0)
 	var err error
 	if h.fedLis, err = net.Listen("tcp", cfg.FederationAddr); err != nil {
 		return nil, fmt.Errorf("federation listener: %w", err)
 	}
 	if cfg.XDSAddr != "" {
-		if h.xds, err = newXDS(cfg, promReg, log); err != nil {
+		if h.xds, err = newXDS(cfg, reg, &h.warm, promReg, log); err != nil {
 			_ = h.fedLis.Close()
 			return nil, err
 		}
@@ -101,16 +106,23 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 			extra["GET /debug/proxies"] = h.xds.ProxiesHandler()
 		}
 		h.http = &http.Server{
-			Handler:           debug.Handler(reg, promReg, func() bool { return true }, extra),
+			Handler:           debug.Handler(reg, promReg, h.warm.Load, extra),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 	}
 	return h, nil
 }
 
-func newXDS(cfg Config, promReg prometheus.Registerer, log *slog.Logger) (*xds.Server, error) {
+func newXDS(cfg Config, reg *registry.Registry, warm *atomic.Bool, promReg prometheus.Registerer, log *slog.Logger) (*xds.Server, error) {
 	xcfg := xds.Config{
 		Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: cfg.XDSMaxMessageBytes, TrustDomain: cfg.TrustDomain,
+	}
+	if cfg.XDSWarmUp > 0 {
+		xcfg.Warm = func(ctx context.Context, _ xds.Snapshot) xds.Snapshot {
+			snap := warmUp(ctx, reg, cfg.XDSWarmUpQuiet, cfg.XDSWarmUp, log.With("component", "warmup"))
+			warm.Store(true)
+			return snapshotView{snap}
+		}
 	}
 	var err error
 	switch {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -67,6 +68,11 @@ func (s *Server) callbacks() gcpserver.Callbacks {
 
 // request records a request; the first one of a stream registers the proxy.
 func (s *Server) request(id streamID, node *core.Node, typeURL string, names int, wildcard bool, nonce, nack string, isNack bool) error {
+	select {
+	case <-s.ready:
+	case <-s.stopping:
+		return errors.New("xds server stopping")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.proxies[id]

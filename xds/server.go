@@ -22,9 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
@@ -47,6 +45,12 @@ type Config struct {
 	TLS *tls.Config
 	// MaxMessageBytes bounds messages in both directions.
 	MaxMessageBytes int
+	// Warm, when set, returns the first snapshot to serve once the
+	// registry is complete enough to serve (it is given the current one).
+	// Until then proxies connect but get no response, and keep the
+	// configuration they have: after a restart, a hub that answered at
+	// once would send a clusterset with its spokes still reconnecting.
+	Warm func(ctx context.Context, current Snapshot) Snapshot
 }
 
 // Server serves the registry to proxies over ADS.
@@ -65,6 +69,11 @@ type Server struct {
 	nodes   map[string]*proxyState // node ID → the latest stream of that proxy
 	views   map[viewKey]*viewState // views some proxy uses
 	wake    chan struct{}          // the push loop has views to build or drop
+	// ready is closed once the first snapshot is pushed: a stream's
+	// requests wait for it, since a proxy's network may come from the
+	// clusters it knows. stopping is Run's ctx.Done().
+	ready    chan struct{}
+	stopping <-chan struct{}
 
 	// Owned by the push loop.
 	generated map[string]*generatedNames // service key → names it produced
@@ -135,6 +144,7 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, erro
 		nodes:     map[string]*proxyState{},
 		views:     map[viewKey]*viewState{},
 		wake:      make(chan struct{}, 1),
+		ready:     make(chan struct{}),
 		generated: map[string]*generatedNames{},
 		built:     map[viewKey]*viewState{},
 		addresses: workloads.NewBuilder(cfg.TrustDomain),
@@ -166,7 +176,7 @@ func (s *Server) Run(ctx context.Context, initial Snapshot) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Stop waits for the stream handlers, so that none outlives Run.
 		grpc.WaitForHandlers(true),
-		experimental.BufferPool(boundedPool{mem.DefaultBufferPool()}),
+		grpc.ForceServerCodecV2(codec{}),
 	}
 	if s.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS)))
@@ -178,14 +188,23 @@ func (s *Server) Run(ctx context.Context, initial Snapshot) error {
 		gcpconfig.DeactivateLegacyWildcardForTypes([]string{resourcev3.EndpointType, resourcev3.RouteType}))
 	discovery.RegisterAggregatedDiscoveryServiceServer(s.grpc, srv)
 
-	// Authorization policies are not federated yet, but ztunnel is not ready
-	// before it has a response for them.
-	s.update(AuthorizationType, "", nil, nil)
-	s.push(initial, nil, nil, true)
+	s.stopping = ctx.Done()
 	errc := make(chan error, 1)
 	go func() { errc <- s.grpc.Serve(s.lis) }()
-	s.log.Info("xds serving", "addr", s.Addr().String(), "tls", s.cfg.TLS != nil)
-	s.loop(ctx, initial)
+	if s.cfg.Warm != nil {
+		start := time.Now()
+		initial = s.cfg.Warm(ctx, initial)
+		s.log.Info("xds warm", "after", time.Since(start).Round(time.Millisecond))
+	}
+	if ctx.Err() == nil {
+		// Authorization policies are not federated yet, but ztunnel is not
+		// ready before it has a response for them.
+		s.update(AuthorizationType, "", nil, nil)
+		s.push(initial, nil, nil, true)
+		close(s.ready)
+		s.log.Info("xds serving", "addr", s.Addr().String(), "tls", s.cfg.TLS != nil)
+		s.loop(ctx, initial)
+	}
 	s.grpc.Stop()
 	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("xds server: %w", err)
