@@ -25,6 +25,11 @@ type Config struct {
 	// spoke runs in.
 	Manifests  string
 	Kubeconfig string
+	// KubeQPS and KubeBurst bound the spoke's requests to its API server
+	// (0: 50 and 100). Watches are not counted; the ServiceExport status
+	// writes are: 5,000 exports take 100 s to mark Valid at 50 per second.
+	KubeQPS   float64
+	KubeBurst int
 	// InCluster says the spoke runs in a pod. DefaultConfig sets it when
 	// KUBERNETES_SERVICE_HOST is set, as the kubelet does in every pod.
 	InCluster bool
@@ -75,6 +80,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Hub, "hub", c.Hub, "the hub's federation address, host:port")
 	fs.StringVar(&c.Manifests, "manifests", c.Manifests, "federate the Kubernetes YAML in this directory (watched for changes)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "federate the cluster of this kubeconfig file (its current context); in a pod, the default is the pod's cluster")
+	fs.Float64Var(&c.KubeQPS, "kube-qps", c.KubeQPS, "requests per second to the API server, watches aside (0: 50); the ServiceExport status writes use it")
+	fs.IntVar(&c.KubeBurst, "kube-burst", c.KubeBurst, "burst of requests to the API server (0: 100)")
 	fs.StringVar(&c.CertFile, "tls-cert", c.CertFile, "the spoke's TLS certificate (PEM, URI SAN spiffe://<td>/meshfed/cluster/<id>)")
 	fs.StringVar(&c.KeyFile, "tls-key", c.KeyFile, "the spoke's TLS key (PEM)")
 	fs.StringVar(&c.CAFile, "tls-ca", c.CAFile, "the CA that signs the hub's certificate (PEM)")
@@ -111,6 +118,9 @@ func (c Config) Validate() error {
 	case normalize.ExportExported, normalize.ExportAll:
 	default:
 		errs = append(errs, fmt.Errorf(`--export %q: want "exported" or "all"`, c.Export))
+	}
+	if c.KubeQPS < 0 || c.KubeBurst < 0 {
+		errs = append(errs, errors.New("--kube-qps and --kube-burst cannot be negative"))
 	}
 	if !(c.MemoryLimitRatio >= 0 && c.MemoryLimitRatio < 1) {
 		errs = append(errs, fmt.Errorf("--memory-limit-ratio %v is outside [0, 1) (0 turns it off)", c.MemoryLimitRatio))

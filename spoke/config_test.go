@@ -97,6 +97,18 @@ func TestNewSource(t *testing.T) {
 		t.Errorf("--kubeconfig: source %T, want the kube source", src)
 	}
 
+	// A QPS without a burst: client-go refuses a zero burst, the source derives one.
+	cfg.KubeQPS = 500
+	if _, err := newSource(cfg, nil); err != nil {
+		t.Errorf("--kube-qps 500: %v", err)
+	}
+	cfg.KubeQPS, cfg.KubeBurst = -1, 0
+	cfg.Manifests, cfg.Insecure = "", true
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--kube-qps") {
+		t.Errorf("--kube-qps -1: Validate() = %v, want an error naming it", err)
+	}
+	cfg.KubeQPS = 0
+
 	cfg.Kubeconfig = filepath.Join(dir, "missing")
 	if _, err := newSource(cfg, nil); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
 		t.Errorf("missing kubeconfig: %v, want an error naming --kubeconfig", err)

@@ -140,6 +140,7 @@ func newSource(cfg Config, log *slog.Logger) (source, error) {
 	} else if rc, err = rest.InClusterConfig(); err != nil {
 		return nil, fmt.Errorf("in-cluster Kubernetes config: %w", err)
 	}
+	rc.QPS, rc.Burst = float32(cfg.KubeQPS), cfg.KubeBurst // 0: the source's defaults
 	src, err := kube.NewForConfig(rc, kube.Config{Options: cfg.normalizeOptions()}, log)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes source: %w", err)

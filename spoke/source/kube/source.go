@@ -75,7 +75,10 @@ func NewForConfig(rc *rest.Config, cfg Config, log *slog.Logger) (*Source, error
 		rc.UserAgent = userAgent
 	}
 	if rc.QPS == 0 {
-		rc.QPS, rc.Burst = defaultQPS, defaultBurst
+		rc.QPS = defaultQPS
+	}
+	if rc.Burst == 0 {
+		rc.Burst = max(defaultBurst, int(2*rc.QPS))
 	}
 	mcs, err := mcsclientset.NewForConfig(rc)
 	if err != nil {
