@@ -26,13 +26,17 @@ type Result struct {
 	Latency map[string]latencyStats `json:"latency"`
 	Missed  int                     `json:"missedPairs"`
 
-	HeapIdleBytes        float64 `json:"heapIdleBytes"`
-	HeapSyncedBytes      float64 `json:"heapSyncedBytes"` // spokes synced, no clients
-	HeapClientsBytes     float64 `json:"heapClientsBytes"`
-	RSSBytes             float64 `json:"rssBytes"` // with clients, after the churn
-	HeapPerEndpoint      float64 `json:"heapPerEndpointBytes"`
+	HeapIdleBytes    float64 `json:"heapIdleBytes"`
+	HeapSyncedBytes  float64 `json:"heapSyncedBytes"` // spokes synced, no clients
+	HeapClientsBytes float64 `json:"heapClientsBytes"`
+	RSSBytes         float64 `json:"rssBytes"` // with clients, after the churn
+	HeapPerEndpoint  float64 `json:"heapPerEndpointBytes"`
+	// Per client: what each of the second half of a sort adds; the first
+	// half's total includes the encoded resources their views share.
 	HeapPerClient        float64 `json:"heapPerXDSClientBytes"` // a gRPC or Envoy client
 	HeapPerZtunnel       float64 `json:"heapPerZtunnelBytes,omitempty"`
+	HeapFirstClients     float64 `json:"heapFirstXDSClientsBytes"`
+	HeapFirstZtunnels    float64 `json:"heapFirstZtunnelsBytes,omitempty"`
 	CPUPerChangeMillis   float64 `json:"cpuPerChangeMs"`
 	EncodesPerChange     float64 `json:"encodesPerChange,omitempty"`
 	SpokeBytesPerChange  float64 `json:"spokeToHubBytesPerChange"`
@@ -172,10 +176,18 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	start = time.Now()
 	r.subs = map[int][]int32{}
 	r.ztunnel = mix.Ztunnel
-	phases := [][]struct {
+	// Each sort in two halves: the first half's heap includes what their
+	// views need built once (encoded resources every client of a view
+	// shares); the second half's is what each more client costs.
+	type batch struct {
 		kind string
 		n    int
-	}{{{kindGRPC, mix.GRPC}, {kindEnvoy, mix.Envoy}}, {{kindZtunnel, mix.Ztunnel}}}
+	}
+	half := func(kind string, n int) (batch, batch) { return batch{kind, n / 2}, batch{kind, n - n/2} }
+	g1, g2 := half(kindGRPC, mix.GRPC)
+	e1, e2 := half(kindEnvoy, mix.Envoy)
+	z1, z2 := half(kindZtunnel, mix.Ztunnel)
+	phases := [][]batch{{g1, e1}, {g2, e2}, {z1}, {z2}}
 	heaps := []float64{synced.heap}
 	for _, phase := range phases {
 		for _, k := range phase {
@@ -201,12 +213,14 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		heaps = append(heaps, u.heap)
 	}
 	r.res.ClientSyncSeconds = time.Since(start).Seconds()
-	withClients := heaps[2]
-	if n := mix.GRPC + mix.Envoy; n > 0 {
-		r.res.HeapPerClient = (heaps[1] - heaps[0]) / float64(n)
+	withClients := heaps[4]
+	if n := g2.n + e2.n; n > 0 {
+		r.res.HeapPerClient = (heaps[2] - heaps[1]) / float64(n)
+		r.res.HeapFirstClients = heaps[1] - heaps[0]
 	}
-	if mix.Ztunnel > 0 {
-		r.res.HeapPerZtunnel = (heaps[2] - heaps[1]) / float64(mix.Ztunnel)
+	if z2.n > 0 {
+		r.res.HeapPerZtunnel = (heaps[4] - heaps[3]) / float64(z2.n)
+		r.res.HeapFirstZtunnels = heaps[3] - heaps[2]
 	}
 	r.logf("%d clients synced in %.2fs; hub heap %.1f MiB", len(r.clients), r.res.ClientSyncSeconds, withClients/mib)
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/internal/grpccodec"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/shard"
@@ -77,7 +78,8 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	conn, err := grpc.NewClient(cfg.Hub,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTime / 3, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes), grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes), grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes),
+			grpc.ForceCodecV2(grpccodec.Codec{})), // the initial sync's chunks are megabytes: not pooled
 	)
 	if err != nil {
 		return nil, fmt.Errorf("hub %q: %w", cfg.Hub, err)

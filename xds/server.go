@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/internal/grpccodec"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/workloads"
@@ -176,7 +177,7 @@ func (s *Server) Run(ctx context.Context, initial Snapshot) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Stop waits for the stream handlers, so that none outlives Run.
 		grpc.WaitForHandlers(true),
-		grpc.ForceServerCodecV2(codec{}),
+		grpc.ForceServerCodecV2(grpccodec.Codec{}),
 	}
 	if s.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS)))

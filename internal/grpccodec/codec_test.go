@@ -1,4 +1,4 @@
-package xds
+package grpccodec
 
 import (
 	"strings"
@@ -12,7 +12,7 @@ import (
 func TestCodecRoundTrips(t *testing.T) {
 	for _, size := range []int{10, 64 << 10, 2 * maxPooledMessage} {
 		in := &discovery.DiscoveryResponse{VersionInfo: strings.Repeat("v", size), Nonce: "n"}
-		data, err := codec{}.Marshal(in)
+		data, err := Codec{}.Marshal(in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -20,15 +20,15 @@ func TestCodecRoundTrips(t *testing.T) {
 			t.Errorf("size %d: encoded %d bytes, want %d", size, got, proto.Size(in))
 		}
 		var out discovery.DiscoveryResponse
-		if err := (codec{}).Unmarshal(data, &out); err != nil || !proto.Equal(in, &out) {
+		if err := (Codec{}).Unmarshal(data, &out); err != nil || !proto.Equal(in, &out) {
 			t.Errorf("size %d: round trip: %v", size, err)
 		}
 		data.Free()
 	}
-	if _, err := (codec{}).Marshal("not a message"); err == nil {
+	if _, err := (Codec{}).Marshal("not a message"); err == nil {
 		t.Error("marshalled a string")
 	}
-	if err := (codec{}).Unmarshal(mem.BufferSlice{}, new(int)); err == nil {
+	if err := (Codec{}).Unmarshal(mem.BufferSlice{}, new(int)); err == nil {
 		t.Error("unmarshalled into an int")
 	}
 }
