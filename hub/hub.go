@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,9 +48,6 @@ type Hub struct {
 	fedLis   net.Listener
 	debugLis net.Listener
 	xds      *xds.Server // nil when xDS is disabled
-	// warm is set once proxies are served (at once without a warm-up):
-	// /readyz reports it.
-	warm atomic.Bool
 }
 
 // New builds a hub and binds its listeners.
@@ -85,13 +81,12 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	federationpb.RegisterFederationServer(g, srv)
 
 	h := &Hub{cfg: cfg, log: log, registry: reg, grpc: g}
-	h.warm.Store(cfg.XDSAddr == "" || cfg.XDSWarmUp <= 0)
 	var err error
 	if h.fedLis, err = net.Listen("tcp", cfg.FederationAddr); err != nil {
 		return nil, fmt.Errorf("federation listener: %w", err)
 	}
 	if cfg.XDSAddr != "" {
-		if h.xds, err = newXDS(cfg, reg, &h.warm, promReg, log); err != nil {
+		if h.xds, err = newXDS(cfg, reg, promReg, log); err != nil {
 			_ = h.fedLis.Close()
 			return nil, err
 		}
@@ -106,22 +101,22 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 			extra["GET /debug/proxies"] = h.xds.ProxiesHandler()
 		}
 		h.http = &http.Server{
-			Handler:           debug.Handler(reg, promReg, h.warm.Load, extra),
+			// Ready even while warming up: spokes reach the hub through the
+			// same Service, and the warm-up waits for them.
+			Handler:           debug.Handler(reg, promReg, func() bool { return true }, extra),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 	}
 	return h, nil
 }
 
-func newXDS(cfg Config, reg *registry.Registry, warm *atomic.Bool, promReg prometheus.Registerer, log *slog.Logger) (*xds.Server, error) {
+func newXDS(cfg Config, reg *registry.Registry, promReg prometheus.Registerer, log *slog.Logger) (*xds.Server, error) {
 	xcfg := xds.Config{
 		Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: cfg.XDSMaxMessageBytes, TrustDomain: cfg.TrustDomain,
 	}
 	if cfg.XDSWarmUp > 0 {
 		xcfg.Warm = func(ctx context.Context, _ xds.Snapshot) xds.Snapshot {
-			snap := warmUp(ctx, reg, cfg.XDSWarmUpQuiet, cfg.XDSWarmUp, log.With("component", "warmup"))
-			warm.Store(true)
-			return snapshotView{snap}
+			return snapshotView{warmUp(ctx, reg, cfg.XDSWarmUpQuiet, cfg.XDSWarmUp, log.With("component", "warmup"))}
 		}
 	}
 	var err error
