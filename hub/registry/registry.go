@@ -64,6 +64,7 @@ type shard struct {
 	gen        uint64 // generation of the owning Conn
 	superseded chan struct{}
 	status     ClusterStatus
+	intern     *interner
 }
 
 func newShard(id federation.ClusterID) *shard {
@@ -73,6 +74,7 @@ func newShard(id federation.ClusterID) *shard {
 		endpoints: map[string]map[string]*federationpb.Endpoint{},
 		workloads: map[string]*federationpb.Workload{},
 		tagged:    map[string][]federation.TaggedEndpoint{},
+		intern:    newInterner(),
 	}
 }
 
@@ -286,6 +288,8 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 		if err := r.checkLimits(c.id, len(u.GetServices()), len(u.GetEndpoints()), len(u.GetWorkloads())); err != nil {
 			return err
 		}
+		s.intern = newInterner()
+		s.intern.update(u)
 		changes = s.replace(u)
 	} else {
 		if s.cluster == nil || s.session != session {
@@ -298,6 +302,7 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 		if err := r.checkLimits(c.id, ns, ne, nw); err != nil {
 			return err
 		}
+		s.intern.update(u)
 		changes = s.patch(u)
 	}
 	s.session = session

@@ -433,7 +433,7 @@ func (b *Builder) service(v *federation.ServiceView, host string, s Snapshot) *w
 	sans := map[string]bool{}
 	for k := range b.svcRefs[v.Key] {
 		if w, ok := s.Workload(k); ok {
-			sans[fmt.Sprintf("spiffe://%s/ns/%s/sa/%s", b.trustDomainOf(w.Cluster), w.GetNamespace(), cmp.Or(w.GetServiceAccount(), "default"))] = true
+			sans["spiffe://"+b.trustDomainOf(w.Cluster)+"/ns/"+w.GetNamespace()+"/sa/"+cmp.Or(w.GetServiceAccount(), "default")] = true
 		}
 	}
 	svc.SubjectAltNames = slices.Sorted(maps.Keys(sans))
