@@ -56,7 +56,7 @@ func freeAddrs(n int) ([]string, error) {
 func (h *hubProcess) args() []string {
 	common := []string{
 		"--federation-addr", h.federation, "--xds-addr", h.xds, "--debug-addr", h.debugAddr,
-		"--insecure", "--log-level", "warn",
+		"--insecure", "--log-level", "info",
 	}
 	if h.kind == ServerBaseline {
 		return append([]string{"bench", "baseline-hub"}, common...)
