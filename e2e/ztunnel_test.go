@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"istio.io/istio/pkg/workloadapi"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/xds"
 )
@@ -251,5 +253,34 @@ func TestZtunnelMultiNetwork(t *testing.T) {
 	}
 	if !slices.Contains(sent, split) {
 		t.Errorf("the changed split-horizon workload was not resent: %v", sent)
+	}
+}
+
+// TestXDSWarmUpHoldsProxies: a proxy that connects to a hub before its
+// spokes is held, not answered with an empty or half-built clusterset; its
+// first response carries every cluster that connected during the warm-up.
+func TestXDSWarmUpHoldsProxies(t *testing.T) {
+	cfg := hub.DefaultConfig()
+	cfg.Insecure = true
+	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = "127.0.0.1:0", "127.0.0.1:0", ""
+	cfg.XDSWarmUp, cfg.XDSWarmUpQuiet = time.Minute, time.Second
+	h, err := hub.New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, h.Run)
+	f := &xdsFleet{hub: h, trackers: map[string]*shard.Tracker{}}
+
+	z := connectZtunnel(t, h.XDSAddr().String(), "net-a", nil)
+	f.ambientCluster(t, "east", "net-a", nil, "10.96.0.1", "10.1.0.1")
+	f.ambientCluster(t, "west", "net-a", nil, "10.97.0.1", "10.2.0.1")
+	var first *discovery.DeltaDiscoveryResponse
+	for first == nil {
+		if r := z.next(); r.GetTypeUrl() == xds.AddressType {
+			first = r
+		}
+	}
+	if z.workload("east/uid-echo-east-0") == nil || z.workload("west/uid-echo-west-0") == nil {
+		t.Errorf("the first Address response has %d resources, not both clusters' workloads: %v", len(first.GetResources()), slices.Collect(maps.Keys(z.store)))
 	}
 }
