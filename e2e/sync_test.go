@@ -191,7 +191,10 @@ func TestSyncReconnectResumes(t *testing.T) {
 	waitFor(t, "ack of the full state", func() bool { _, acked := tr.Versions(); return acked == 1 })
 
 	d.kill()
-	// A change while the stream is down travels as a delta after the resume.
+	// The kill is seen when the uplink counts a reconnect; a change made
+	// before that could still leave on the old stream.
+	waitFor(t, "the uplink to reconnect", func() bool { return u.Status().Reconnects > 0 })
+	// A change made meanwhile travels as a delta after the resume.
 	tr.Update(time.Now(), true, func(w shard.Writer) {
 		w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", 49, 1))
 	})
