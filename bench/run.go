@@ -29,7 +29,9 @@ type Result struct {
 	HeapIdleBytes    float64 `json:"heapIdleBytes"`
 	HeapSyncedBytes  float64 `json:"heapSyncedBytes"` // spokes synced, no clients
 	HeapClientsBytes float64 `json:"heapClientsBytes"`
-	RSSBytes         float64 `json:"rssBytes"` // with clients, after the churn
+	RSSBytes         float64 `json:"rssBytes"`       // with clients, after the churn
+	RSSSyncedBytes   float64 `json:"rssSyncedBytes"` // spokes synced, no clients
+	RSSPerEndpoint   float64 `json:"rssPerEndpointBytes"`
 	HeapPerEndpoint  float64 `json:"heapPerEndpointBytes"`
 	// Per client: what each of the second half of a sort adds; the first
 	// half's total includes the encoded resources their views share.
@@ -271,6 +273,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.res.ClientBytesPerChange = float64(r.wire.n.Load()-wire0) / fn
 	r.res.HeapIdleBytes, r.res.HeapSyncedBytes, r.res.HeapClientsBytes = idle.heap, synced.heap, withClients
 	r.res.RSSBytes = after.rss
+	r.res.RSSSyncedBytes = synced.rss
+	r.res.RSSPerEndpoint = (synced.rss - idle.rss) / float64(r.w.clusters*r.w.endpoints)
 	r.res.HeapPerEndpoint = (synced.heap - idle.heap) / float64(r.w.clusters*r.w.endpoints)
 	l := r.res.Latency[groupAll]
 	r.logf("%d changes: p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d pairs (%d missed); hub CPU %.2f ms/change",
