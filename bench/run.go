@@ -443,6 +443,22 @@ func (r *runner) restart(ctx context.Context) error {
 	if err := r.hub.start(ctx, r.cfg.Timeout); err != nil {
 		return err
 	}
+	profiled := make(chan struct{})
+	if dir := r.cfg.ProfileDir; dir != "" {
+		// The restarted hub's first 10 s: warm-up, first push, clients' syncs.
+		path := filepath.Join(dir, r.server+"-restart-cpu.pprof")
+		go func() {
+			defer close(profiled)
+			if err := r.hub.saveProfile(ctx, "profile?seconds=10", path); err != nil {
+				r.logf("restart CPU profile: %v", err)
+				return
+			}
+			r.logf("CPU profile of the restart: %s", path)
+		}()
+	} else {
+		close(profiled)
+	}
+	defer func() { <-profiled }()
 	last, err := r.awaitClients(ctx, gen, "convergence after a hub restart")
 	if err != nil {
 		return err

@@ -41,6 +41,11 @@ type set struct {
 	// at an earlier revision is compared on those names only.
 	rev    uint64
 	recent []setChange
+	// sorted is entries by name, built when a full comparison needs it
+	// and dropped on change: every ztunnel that connects to a set of one
+	// revision gets the same first response (100,000 addresses sorted once,
+	// not once per ztunnel).
+	sorted []*entry
 	// synced holds the version maps (by identity) of the wildcard delta
 	// clients and the revision each matches, so that an ACK parks at once
 	// or compares only what changed since, instead of every entry: a
@@ -63,6 +68,7 @@ const maxRecent = 64
 // far behind for the log (dead streams among them).
 func (s *set) changed(names []string) {
 	s.rev++
+	s.sorted = nil
 	if len(s.recent) == maxRecent {
 		s.recent = append(s.recent[:0], s.recent[1:]...)
 	}
@@ -73,6 +79,14 @@ func (s *set) changed(names []string) {
 			delete(s.synced, id)
 		}
 	}
+}
+
+// byName returns the set's entries sorted by name.
+func (s *set) byName() []*entry {
+	if s.sorted == nil {
+		s.sorted = slices.SortedFunc(maps.Values(s.entries), func(a, b *entry) int { return strings.Compare(a.name, b.name) })
+	}
+	return s.sorted
 }
 
 // changedSince returns the names changed after revision rev, without
@@ -420,8 +434,8 @@ func wildcardDeltaResponse(w *deltaWatch, s *set, always bool, changed []string)
 			consider(name)
 		}
 	} else {
-		for name := range s.entries {
-			consider(name)
+		for _, e := range s.byName() { // sorted: finish's sort has nothing to do
+			consider(e.name)
 		}
 		for name := range returned {
 			if _, ok := s.entries[name]; !ok {
