@@ -138,6 +138,24 @@ func TestValidate(t *testing.T) {
 			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, RemovedServices: []string{"demo"}})
 		}, "service demo: removed: not a service key"},
 		{"update version 0", func() error { return ValidateUpdate(&federationpb.ShardUpdate{}) }, "version: must be greater than 0"},
+		// An update remembers its checks of repeated values: the second
+		// endpoint's bad zone (the first's is good) and the workload's bad
+		// second address must still be found and named.
+		{"update second endpoint bad zone", func() error {
+			a, b := validEndpoint(), validEndpoint()
+			b.Address, b.Locality = "10.0.0.2", &federationpb.Locality{Region: a.GetLocality().GetRegion(), Zone: "us east"}
+			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{a, b}})
+		}, "endpoint demo/echo/10.0.0.2: locality.zone"},
+		{"update workload second address", func() error {
+			w := validWorkload()
+			w.Ips = append(w.Ips, "10.0.0.256")
+			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Workloads: []*federationpb.Workload{w}})
+		}, "ips[1]:"},
+		{"update second port name", func() error {
+			e := validEndpoint()
+			e.Ports = append(e.Ports, &federationpb.EndpointPort{Name: "Bad_Name", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 9090})
+			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{e}})
+		}, "ports[1].name:"},
 		{"full update with removals", func() error {
 			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Full: true, RemovedWorkloads: []string{"x"}})
 		}, "a full update has no removals"},
