@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -27,6 +28,9 @@ type Config struct {
 	Binary string
 	// Timeout bounds each wait (syncs, convergence, stragglers).
 	Timeout time.Duration
+	// HubEnv is added to the hub processes' environment (KEY=VALUE), e.g.
+	// GOGC or GOMEMLIMIT settings to compare.
+	HubEnv []string
 	// ProfileDir, when set, receives each hub's heap profile once its
 	// clients have synced and its CPU profile over the churn.
 	ProfileDir string
@@ -82,6 +86,11 @@ func (c Config) Validate() error {
 		return errors.New("binary: the meshfed executable is needed to run hubs")
 	case c.Timeout <= 0:
 		return fmt.Errorf("timeout: %v, want more than 0", c.Timeout)
+	}
+	for _, kv := range c.HubEnv {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("hub environment: %q is not KEY=VALUE", kv)
+		}
 	}
 	for _, s := range c.Servers {
 		if s != ServerMeshfed && s != ServerBaseline {

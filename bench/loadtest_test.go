@@ -71,6 +71,7 @@ func TestConfigValidate(t *testing.T) {
 		{"unknown server", func(c *Config) { c.Servers = []string{"istiod"} }, `unknown "istiod"`},
 		{"too many changes", func(c *Config) { c.Duration = 10 * time.Hour }, "rate × duration"},
 		{"no binary", func(c *Config) { c.Binary = "" }, "binary"},
+		{"hub environment", func(c *Config) { c.HubEnv = []string{"GOGC"} }, "KEY=VALUE"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig()

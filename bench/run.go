@@ -143,6 +143,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if r.hub, err = newHubProcess(r.server, r.cfg.Binary, r.logDir); err != nil {
 		return nil, err
 	}
+	r.hub.env = r.cfg.HubEnv
 	if err := r.hub.start(ctx, r.cfg.Timeout); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 type hubProcess struct {
 	kind                       string
 	binary                     string
+	env                        []string // added to the process's environment
 	federation, xds, debugAddr string
 	logPath                    string
 
@@ -71,6 +72,7 @@ func (h *hubProcess) start(ctx context.Context, timeout time.Duration) error {
 		return err
 	}
 	h.cmd = exec.Command(h.binary, h.args()...)
+	h.cmd.Env = append(os.Environ(), h.env...)
 	h.cmd.Stdout, h.cmd.Stderr = logFile, logFile
 	if err := h.cmd.Start(); err != nil {
 		_ = logFile.Close()

@@ -50,6 +50,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.Restart, "restart", cfg.Restart, "also measure convergence after a hub restart")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on each wait (syncs, convergence, the last changes)")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file")
+	fs.Func("hub-env", "KEY=VALUE added to the hub processes' environment (repeatable), e.g. GOGC=200", func(kv string) error {
+		cfg.HubEnv = append(cfg.HubEnv, kv)
+		return nil
+	})
 	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "save each hub's heap profile (clients synced) and CPU profile (over the churn) here")
 	logDir := fs.String("log-dir", "", "where the hub processes' logs go (default: a new temporary directory)")
 	if err := fs.Parse(args); err != nil {
