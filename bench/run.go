@@ -255,6 +255,14 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	r.awaitStragglers(ctx)
+	if dir := r.cfg.ProfileDir; dir != "" {
+		// With the one before the churn as -base: what the churn allocated.
+		path := filepath.Join(dir, r.server+"-heap-after-churn.pprof")
+		if err := r.hub.saveProfile(ctx, "heap", path); err != nil {
+			return nil, fmt.Errorf("heap profile: %w", err)
+		}
+		r.logf("heap profile after the churn: %s", path)
+	}
 	after, err := r.hub.usage(ctx, false)
 	if err != nil {
 		return nil, err

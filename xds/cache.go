@@ -250,11 +250,17 @@ func (c *Cache) Encode(typeURL, name string, m proto.Message) (*Encoded, error) 
 	if err != nil {
 		return nil, err
 	}
+	return c.Encoded(typeURL, name, b), nil
+}
+
+// Encoded wraps a resource encoded by the caller (deterministically: its
+// hash is its version), for Apply.
+func (c *Cache) Encoded(typeURL, name string, b []byte) *Encoded {
 	c.encodes.Add(1)
 	sum := sha256.Sum256(b)
 	a := &anypb.Any{TypeUrl: typeURL, Value: b}
 	v := hex.EncodeToString(sum[:8])
-	return &entry{name: name, version: v, any: a, res: &discovery.Resource{Name: name, Version: v, Resource: a}}, nil
+	return &entry{name: name, version: v, any: a, res: &discovery.Resource{Name: name, Version: v, Resource: a}}
 }
 
 func (c *Cache) notifyLocked(k setKey, s *set, changed []string, all bool) {

@@ -444,14 +444,8 @@ func (a *assignments) build(v *federation.ServiceView, view resources.View) []*E
 	var out []*Encoded
 	for _, host := range resources.Hostnames(v) {
 		for _, p := range resources.Ports(v) {
-			cla := resources.LoadAssignment(v, host, p, view, a.s.gateways)
-			preencodeMetadata(cla)
-			e, err := a.s.cache.Encode(resourcev3.EndpointType, cla.GetClusterName(), cla)
-			if err != nil {
-				a.s.log.Error("encode load assignment", "name", cla.GetClusterName(), "err", err)
-				continue
-			}
-			out = append(out, e)
+			b := resources.EncodeLoadAssignment(v, host, p, view, a.s.gateways)
+			out = append(out, a.s.cache.Encoded(resourcev3.EndpointType, resources.ClusterName(p.GetPort(), host), b))
 		}
 	}
 	return out

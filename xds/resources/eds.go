@@ -47,7 +47,15 @@ const maxTotalWeight = 1<<31 - 1
 // region, then the rest; a view without a region prefers nothing. The
 // result satisfies every invariant in the package doc.
 func LoadAssignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *endpointv3.ClusterLoadAssignment {
-	b := builder{view: view, groups: make(map[Locality]*group), seen: make(map[netip.AddrPort]bool, s.EndpointCount())}
+	return &endpointv3.ClusterLoadAssignment{
+		ClusterName: ClusterName(port.GetPort(), hostname),
+		Endpoints:   assign(s, port, view, gateways).build(),
+	}
+}
+
+// assign gathers the entries of an assignment by locality.
+func assign(s *federation.ServiceView, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *builder {
+	b := &builder{view: view, groups: make(map[Locality]*group), seen: make(map[netip.AddrPort]bool, s.EndpointCount())}
 	remote := make(map[federation.NetworkID]*remoteNetwork)
 	for _, c := range s.Clusters {
 		for _, ep := range c.Endpoints {
@@ -75,10 +83,7 @@ func LoadAssignment(s *federation.ServiceView, hostname string, port *federation
 	for _, n := range slices.Sorted(maps.Keys(remote)) {
 		b.addGateways(n, remote[n], gateways[n])
 	}
-	return &endpointv3.ClusterLoadAssignment{
-		ClusterName: ClusterName(port.GetPort(), hostname),
-		Endpoints:   b.build(),
-	}
+	return b
 }
 
 // builder accumulates the lb_endpoints of one assignment by locality.
@@ -265,24 +270,7 @@ func (b *builder) build() []*endpointv3.LocalityLbEndpoints {
 		return nil
 	}
 	scale := b.scale()
-
-	// Renumber the ranks in use to contiguous priorities from 0.
-	var used [numRanks]bool
-	for _, g := range b.groups {
-		used[g.rank] = true
-	}
-	var priority [numRanks]uint32
-	next := uint32(0)
-	for r := range numRanks {
-		priority[r] = next
-		if used[r] {
-			next++
-		}
-	}
-
-	groups := slices.SortedFunc(maps.Values(b.groups), func(a, b *group) int {
-		return cmp.Or(cmp.Compare(a.rank, b.rank), compareLocality(a.locality, b.locality))
-	})
+	groups, priority := b.ordered()
 	n := 0
 	for _, g := range groups {
 		n += len(g.entries)
@@ -292,9 +280,6 @@ func (b *builder) build() []*endpointv3.LocalityLbEndpoints {
 	metas := make(map[metaKey]*corev3.Metadata)
 	out := make([]*endpointv3.LocalityLbEndpoints, 0, len(groups))
 	for _, g := range groups {
-		slices.SortFunc(g.entries, func(a, b entry) int {
-			return cmp.Or(strings.Compare(a.address, b.address), cmp.Compare(a.port, b.port))
-		})
 		start := len(all)
 		var sum uint64
 		for _, e := range g.entries {
@@ -320,6 +305,33 @@ func (b *builder) build() []*endpointv3.LocalityLbEndpoints {
 		})
 	}
 	return out
+}
+
+// ordered returns the groups by priority and locality, each group's
+// entries sorted by address and port, and the priority of each rank: the
+// ranks in use renumbered to be contiguous from 0.
+func (b *builder) ordered() ([]*group, [numRanks]uint32) {
+	var used [numRanks]bool
+	for _, g := range b.groups {
+		used[g.rank] = true
+	}
+	var priority [numRanks]uint32
+	next := uint32(0)
+	for r := range numRanks {
+		priority[r] = next
+		if used[r] {
+			next++
+		}
+	}
+	groups := slices.SortedFunc(maps.Values(b.groups), func(a, b *group) int {
+		return cmp.Or(cmp.Compare(a.rank, b.rank), compareLocality(a.locality, b.locality))
+	})
+	for _, g := range groups {
+		slices.SortFunc(g.entries, func(a, b entry) int {
+			return cmp.Or(strings.Compare(a.address, b.address), cmp.Compare(a.port, b.port))
+		})
+	}
+	return groups, priority
 }
 
 // scale is the factor every weight is multiplied by: the LCM of the gateway

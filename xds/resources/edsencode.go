@@ -1,0 +1,214 @@
+package resources
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// EncodeLoadAssignment returns LoadAssignment's result encoded, without
+// building its messages: a hub re-encodes the assignments of a changed
+// service for each way proxies see it, and building then marshalling the
+// messages was two thirds of what a push allocated (and so of its garbage
+// collections). The bytes are those of proto's deterministic marshalling
+// of LoadAssignment's result, except that each lb_endpoint's metadata
+// (field 3) comes last, as the hub has always sent it: encoded once per
+// (cluster, network) and attached as unknown bytes (TestEncodeLoadAssignment
+// compares bytes and decodes over random cases).
+func EncodeLoadAssignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) []byte {
+	return assign(s, port, view, gateways).encode(ClusterName(port.GetPort(), hostname))
+}
+
+// Field numbers of envoy.config.endpoint.v3 and envoy.config.core.v3
+// messages, as encode writes them.
+const (
+	claClusterName = 1 // ClusterLoadAssignment
+	claEndpoints   = 2
+
+	lleLocality = 1 // LocalityLbEndpoints
+	lleLbEps    = 2
+	lleWeight   = 3
+	llePriority = 5
+
+	localityRegion  = 1 // Locality
+	localityZone    = 2
+	localitySubZone = 3
+
+	lbEndpoint = 1 // LbEndpoint
+	lbHealth   = 2
+	lbMetadata = 3
+	lbWeight   = 4
+
+	endpointAddress = 1 // Endpoint
+	addressSocket   = 1 // Address
+	socketAddress   = 2 // SocketAddress (protocol 1 is TCP, the default: not written)
+	socketPort      = 3
+
+	wrapperValue = 1 // UInt32Value
+)
+
+func (b *builder) encode(clusterName string) []byte {
+	head := protowire.SizeTag(claClusterName) + protowire.SizeBytes(len(clusterName))
+	if len(b.groups) == 0 {
+		return protowire.AppendString(protowire.AppendTag(make([]byte, 0, head), claClusterName, protowire.BytesType), clusterName)
+	}
+	scale := b.scale()
+	groups, priority := b.ordered()
+	metas := map[metaKey][]byte{}
+
+	// Sizes first: every message is length-prefixed, and the output is
+	// allocated once.
+	type groupSize struct {
+		body, locality int
+		sum            uint64
+		weights, sizes []int
+	}
+	gs := make([]groupSize, len(groups))
+	total := head
+	for gi, g := range groups {
+		z := &gs[gi]
+		z.weights, z.sizes = make([]int, len(g.entries)), make([]int, len(g.entries))
+		for i, e := range g.entries {
+			w := (e.units*scale + e.share - 1) / e.share
+			z.sum += w
+			z.weights[i] = int(w)
+			if _, ok := metas[e.meta]; !ok {
+				metas[e.meta] = encodedMetadata(e.meta)
+			}
+			z.sizes[i] = lbEndpointSize(e, uint32(w), metas[e.meta])
+			z.body += protowire.SizeTag(lleLbEps) + protowire.SizeBytes(z.sizes[i])
+		}
+		z.locality = localitySize(g.locality)
+		z.body += protowire.SizeTag(lleLocality) + protowire.SizeBytes(z.locality)
+		z.body += protowire.SizeTag(lleWeight) + protowire.SizeBytes(wrapperSize(uint32(z.sum)))
+		if p := priority[g.rank]; p != 0 {
+			z.body += protowire.SizeTag(llePriority) + protowire.SizeVarint(uint64(p))
+		}
+		total += protowire.SizeTag(claEndpoints) + protowire.SizeBytes(z.body)
+	}
+
+	out := make([]byte, 0, total)
+	out = protowire.AppendTag(out, claClusterName, protowire.BytesType)
+	out = protowire.AppendString(out, clusterName)
+	for gi, g := range groups {
+		z := &gs[gi]
+		out = protowire.AppendTag(out, claEndpoints, protowire.BytesType)
+		out = protowire.AppendVarint(out, uint64(z.body))
+		out = protowire.AppendTag(out, lleLocality, protowire.BytesType)
+		out = protowire.AppendVarint(out, uint64(z.locality))
+		out = appendStringField(out, localityRegion, g.locality.Region)
+		out = appendStringField(out, localityZone, g.locality.Zone)
+		out = appendStringField(out, localitySubZone, g.locality.Subzone)
+		for i, e := range g.entries {
+			out = protowire.AppendTag(out, lleLbEps, protowire.BytesType)
+			out = protowire.AppendVarint(out, uint64(z.sizes[i]))
+			out = appendLbEndpoint(out, e, uint32(z.weights[i]), metas[e.meta])
+		}
+		out = protowire.AppendTag(out, lleWeight, protowire.BytesType)
+		out = appendWrapper(out, uint32(z.sum))
+		if p := priority[g.rank]; p != 0 {
+			out = protowire.AppendTag(out, llePriority, protowire.VarintType)
+			out = protowire.AppendVarint(out, uint64(p))
+		}
+	}
+	return out
+}
+
+// encodedMetadata is an lb_endpoint's metadata field (tag included).
+func encodedMetadata(k metaKey) []byte {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(metadata(k))
+	if err != nil {
+		return nil // never: a struct of two strings
+	}
+	return protowire.AppendBytes(protowire.AppendTag(nil, lbMetadata, protowire.BytesType), b)
+}
+
+func socketSize(e entry) int {
+	n := protowire.SizeTag(socketAddress) + protowire.SizeBytes(len(e.address))
+	if e.port != 0 {
+		n += protowire.SizeTag(socketPort) + protowire.SizeVarint(uint64(e.port))
+	}
+	return n
+}
+
+// endpointSizes returns the sizes of an entry's SocketAddress, Address and
+// Endpoint messages.
+func endpointSizes(e entry) (socket, address, endpoint int) {
+	socket = socketSize(e)
+	address = protowire.SizeTag(addressSocket) + protowire.SizeBytes(socket)
+	endpoint = protowire.SizeTag(endpointAddress) + protowire.SizeBytes(address)
+	return socket, address, endpoint
+}
+
+func lbEndpointSize(e entry, weight uint32, meta []byte) int {
+	_, _, endpoint := endpointSizes(e)
+	n := protowire.SizeTag(lbEndpoint) + protowire.SizeBytes(endpoint)
+	if e.health != 0 {
+		n += protowire.SizeTag(lbHealth) + protowire.SizeVarint(uint64(e.health))
+	}
+	n += protowire.SizeTag(lbWeight) + protowire.SizeBytes(wrapperSize(weight))
+	return n + len(meta)
+}
+
+// appendLbEndpoint writes the fields in the order protobuf-go does: the
+// plain ones by number, then the oneof (host_identifier), then unknown
+// fields (the pre-encoded metadata).
+func appendLbEndpoint(out []byte, e entry, weight uint32, meta []byte) []byte {
+	if e.health != 0 {
+		out = protowire.AppendTag(out, lbHealth, protowire.VarintType)
+		out = protowire.AppendVarint(out, uint64(e.health))
+	}
+	out = protowire.AppendTag(out, lbWeight, protowire.BytesType)
+	out = appendWrapper(out, weight)
+	socket, address, endpoint := endpointSizes(e)
+	out = protowire.AppendTag(out, lbEndpoint, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(endpoint))
+	out = protowire.AppendTag(out, endpointAddress, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(address))
+	out = protowire.AppendTag(out, addressSocket, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(socket))
+	out = protowire.AppendTag(out, socketAddress, protowire.BytesType)
+	out = protowire.AppendString(out, e.address)
+	if e.port != 0 {
+		out = protowire.AppendTag(out, socketPort, protowire.VarintType)
+		out = protowire.AppendVarint(out, uint64(e.port))
+	}
+	return append(out, meta...)
+}
+
+func localitySize(l Locality) int {
+	n := 0
+	for _, s := range []string{l.Region, l.Zone, l.Subzone} {
+		if s != "" {
+			n += protowire.SizeTag(localityRegion) + protowire.SizeBytes(len(s))
+		}
+	}
+	return n
+}
+
+func wrapperSize(v uint32) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(wrapperValue) + protowire.SizeVarint(uint64(v))
+}
+
+// appendWrapper appends a length-prefixed UInt32Value.
+func appendWrapper(out []byte, v uint32) []byte {
+	out = protowire.AppendVarint(out, uint64(wrapperSize(v)))
+	if v != 0 {
+		out = protowire.AppendTag(out, wrapperValue, protowire.VarintType)
+		out = protowire.AppendVarint(out, uint64(v))
+	}
+	return out
+}
+
+func appendStringField(out []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return out
+	}
+	out = protowire.AppendTag(out, num, protowire.BytesType)
+	return protowire.AppendString(out, s)
+}
