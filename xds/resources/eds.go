@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -55,7 +56,12 @@ func LoadAssignment(s *federation.ServiceView, hostname string, port *federation
 
 // assign gathers the entries of an assignment by locality.
 func assign(s *federation.ServiceView, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *builder {
-	b := &builder{view: view, groups: make(map[Locality]*group), seen: make(map[netip.AddrPort]bool, s.EndpointCount())}
+	b := &builder{view: view, groups: make(map[Locality]*group), seen: seenPool.Get().(map[netip.AddrPort]bool)}
+	defer func() {
+		clear(b.seen)
+		seenPool.Put(b.seen)
+		b.seen = nil
+	}()
 	remote := make(map[federation.NetworkID]*remoteNetwork)
 	for _, c := range s.Clusters {
 		for _, ep := range c.Endpoints {
@@ -85,6 +91,10 @@ func assign(s *federation.ServiceView, port *federationpb.ServicePort, view View
 	}
 	return b
 }
+
+// seenPool recycles builders' address sets: allocating one per assignment
+// was a third of what re-encoding a changed service's assignments allocated.
+var seenPool = sync.Pool{New: func() any { return map[netip.AddrPort]bool{} }}
 
 // builder accumulates the lb_endpoints of one assignment by locality.
 type builder struct {
