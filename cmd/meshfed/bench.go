@@ -139,14 +139,7 @@ func parseMix(s string, total int) (bench.Mix, error) {
 
 func runBaselineHub(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := hub.DefaultConfig()
-	var lf logFlags
-	fs := newFlagSet("bench baseline-hub", stderr)
-	cfg.AddFlags(fs)
-	lf.add(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
+	log, err := parseCommand("bench baseline-hub", args, stderr, cfg.AddFlags)
 	if err != nil {
 		return err
 	}

@@ -10,14 +10,7 @@ import (
 
 func runHub(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := hub.DefaultConfig()
-	var lf logFlags
-	fs := newFlagSet("hub", stderr)
-	cfg.AddFlags(fs)
-	lf.add(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
+	log, err := parseCommand("hub", args, stderr, cfg.AddFlags)
 	if err != nil {
 		return err
 	}

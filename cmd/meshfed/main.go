@@ -99,6 +99,19 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	}
 }
 
+// parseCommand parses the flags a long-running command's config adds, and
+// the logging flags, and returns the logger they configure.
+func parseCommand(name string, args []string, stderr io.Writer, addFlags func(*flag.FlagSet)) (*slog.Logger, error) {
+	var lf logFlags
+	fs := newFlagSet(name, stderr)
+	addFlags(fs)
+	lf.add(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return lf.logger(stderr)
+}
+
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("meshfed "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

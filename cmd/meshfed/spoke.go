@@ -11,14 +11,7 @@ import (
 func runSpoke(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := spoke.DefaultConfig()
 	cfg.Build = build
-	var lf logFlags
-	fs := newFlagSet("spoke", stderr)
-	cfg.AddFlags(fs)
-	lf.add(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
+	log, err := parseCommand("spoke", args, stderr, cfg.AddFlags)
 	if err != nil {
 		return err
 	}
