@@ -218,59 +218,78 @@ func TestCacheSotwPartialForEDS(t *testing.T) {
 // TestCacheWildcardDeltaFollowsEveryChange: a wildcard delta client gets
 // each change once, including one made while it had not yet acknowledged
 // the previous response.
-func TestCacheWildcardDeltaFollowsEveryChange(t *testing.T) {
-	const typ = "type.googleapis.com/istio.workload.Address"
-	c := NewCache(nil)
-	put := func(name string, v int64) {
-		t.Helper()
-		if _, err := c.Update(typ, "", map[string]proto.Message{name: cluster(name, v)}, nil); err != nil {
-			t.Fatal(err)
-		}
+// wildcardClient is a wildcard delta subscription to the Address type of
+// one cache, as a ztunnel holds, driven by hand.
+type wildcardClient struct {
+	t   *testing.T
+	c   *Cache
+	sub stream.Subscription
+	ch  chan cache.DeltaResponse
+}
+
+func newWildcardClient(t *testing.T, c *Cache) *wildcardClient {
+	t.Helper()
+	return &wildcardClient{t: t, c: c, sub: stream.NewDeltaSubscription(nil, nil, nil, true), ch: make(chan cache.DeltaResponse, 1)}
+}
+
+// watch sends a request: the first ("" nonce) or an ACK.
+func (w *wildcardClient) watch(nonce string) {
+	w.t.Helper()
+	if _, err := w.c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: AddressType, ResponseNonce: nonce}, w.sub, w.ch); err != nil {
+		w.t.Fatal(err)
 	}
-	put("a", 1)
-	put("b", 1)
-	sub := stream.NewDeltaSubscription(nil, nil, nil, true)
-	ch := make(chan cache.DeltaResponse, 1)
-	watch := func(nonce string) {
-		t.Helper()
-		if _, err := c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: typ, ResponseNonce: nonce}, sub, ch); err != nil {
-			t.Fatal(err)
-		}
+}
+
+// recv returns the names the waiting response upserts, then those it
+// removes; nil when no response waits.
+func (w *wildcardClient) recv() []string {
+	w.t.Helper()
+	select {
+	case r := <-w.ch:
+		w.sub.SetReturnedResources(r.GetReturnedResources())
+		out, _ := r.GetDeltaDiscoveryResponse()
+		return append(names(out.GetResources()), out.GetRemovedResources()...)
+	default:
+		return nil
 	}
-	recv := func() []string {
-		t.Helper()
-		select {
-		case r := <-ch:
-			sub.SetReturnedResources(r.GetReturnedResources())
-			out, _ := r.GetDeltaDiscoveryResponse()
-			return append(names(out.GetResources()), out.GetRemovedResources()...)
-		default:
-			return nil
-		}
-	}
-	watch("")
-	if got := recv(); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("first response %v", got)
-	}
-	watch("1") // ACK: nothing new
-	if got := recv(); got != nil {
-		t.Fatalf("an up-to-date ACK was answered with %v", got)
-	}
-	put("a", 2) // answers the parked watch with a alone
-	if got := recv(); !slices.Equal(got, []string{"a"}) {
-		t.Fatalf("after changing a: %v", got)
-	}
-	put("b", 2) // no watch is open: the next ACK must bring b
-	watch("2")
-	if got := recv(); !slices.Equal(got, []string{"b"}) {
-		t.Fatalf("the ACK after an unseen change got %v, want b", got)
-	}
-	if _, err := c.Update(typ, "", nil, []string{"a"}); err != nil {
+}
+
+// putAddress sets resource name of the Address set to a version.
+func putAddress(t *testing.T, c *Cache, name string, v int64) {
+	t.Helper()
+	if _, err := c.Update(AddressType, "", map[string]proto.Message{name: cluster(name, v)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	watch("3")
-	if got := recv(); !slices.Equal(got, []string{"a"}) || len(sub.ReturnedResources()) != 1 {
-		t.Fatalf("after removing a: %v, returned %v", got, sub.ReturnedResources())
+}
+
+func TestCacheWildcardDeltaFollowsEveryChange(t *testing.T) {
+	c := NewCache(nil)
+	putAddress(t, c, "a", 1)
+	putAddress(t, c, "b", 1)
+	z := newWildcardClient(t, c)
+	z.watch("")
+	if got := z.recv(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("first response %v", got)
+	}
+	z.watch("1") // ACK: nothing new
+	if got := z.recv(); got != nil {
+		t.Fatalf("an up-to-date ACK was answered with %v", got)
+	}
+	putAddress(t, c, "a", 2) // answers the parked watch with a alone
+	if got := z.recv(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("after changing a: %v", got)
+	}
+	putAddress(t, c, "b", 2) // no watch is open: the next ACK must bring b
+	z.watch("2")
+	if got := z.recv(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("the ACK after an unseen change got %v, want b", got)
+	}
+	if _, err := c.Update(AddressType, "", nil, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	z.watch("3")
+	if got := z.recv(); !slices.Equal(got, []string{"a"}) || len(z.sub.ReturnedResources()) != 1 {
+		t.Fatalf("after removing a: %v, returned %v", got, z.sub.ReturnedResources())
 	}
 }
 
@@ -287,62 +306,34 @@ func names(rs []*discovery.Resource) []string {
 // names changed since its revision, beyond it a full comparison; and
 // clients that stop ACKing are forgotten.
 func TestCacheWildcardDeltaCatchesUp(t *testing.T) {
-	const typ = "type.googleapis.com/istio.workload.Address"
 	c := NewCache(nil)
-	put := func(name string, v int64) {
-		t.Helper()
-		if _, err := c.Update(typ, "", map[string]proto.Message{name: cluster(name, v)}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, n := range []string{"a", "b", "c"} {
-		put(n, 1)
+		putAddress(t, c, n, 1)
 	}
-	client := func() (func(string), func() []string, map[string]string) {
-		sub := stream.NewDeltaSubscription(nil, nil, nil, true)
-		ch := make(chan cache.DeltaResponse, 1)
-		watch := func(nonce string) {
-			t.Helper()
-			if _, err := c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: typ, ResponseNonce: nonce}, sub, ch); err != nil {
-				t.Fatal(err)
-			}
-		}
-		recv := func() []string {
-			t.Helper()
-			select {
-			case r := <-ch:
-				sub.SetReturnedResources(r.GetReturnedResources())
-				out, _ := r.GetDeltaDiscoveryResponse()
-				return names(out.GetResources())
-			default:
-				return nil
-			}
-		}
-		watch("")
-		if got := recv(); len(got) != 3 {
+	z, gone := newWildcardClient(t, c), newWildcardClient(t, c) // gone never ACKs
+	for _, w := range []*wildcardClient{z, gone} {
+		w.watch("")
+		if got := w.recv(); len(got) != 3 {
 			t.Fatalf("first response %v", got)
 		}
-		return watch, recv, sub.ReturnedResources()
 	}
-	watch, recv, _ := client()
-	_, _, gone := client() // never ACKs
 
-	put("a", 2)
-	put("a", 3)
-	put("c", 2)
-	watch("1")
-	if got := recv(); !slices.Equal(got, []string{"a", "c"}) {
+	putAddress(t, c, "a", 2)
+	putAddress(t, c, "a", 3)
+	putAddress(t, c, "c", 2)
+	z.watch("1")
+	if got := z.recv(); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("ACK after 3 unseen changes got %v, want a and c", got)
 	}
 	for i := range maxRecent + 5 {
-		put("b", int64(10+i))
+		putAddress(t, c, "b", int64(10+i))
 	}
-	watch("2")
-	if got := recv(); !slices.Equal(got, []string{"b"}) {
+	z.watch("2")
+	if got := z.recv(); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("ACK after more changes than the log holds got %v, want b", got)
 	}
-	s := c.sets[setKey{typ, ""}]
-	if _, ok := s.synced[mapID(gone)]; ok || len(s.recent) != maxRecent {
+	s := c.sets[setKey{AddressType, ""}]
+	if _, ok := s.synced[mapID(gone.sub.ReturnedResources())]; ok || len(s.recent) != maxRecent {
 		t.Errorf("a client %d changes behind is still tracked (or the log has %d entries, want %d)", maxRecent+5, len(s.recent), maxRecent)
 	}
 }
