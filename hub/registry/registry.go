@@ -64,7 +64,7 @@ type shard struct {
 	gen        uint64 // generation of the owning Conn
 	superseded chan struct{}
 	status     ClusterStatus
-	intern     *interner
+	intern     *federation.Interner
 }
 
 func newShard(id federation.ClusterID) *shard {
@@ -74,7 +74,7 @@ func newShard(id federation.ClusterID) *shard {
 		endpoints: map[string]map[string]*federationpb.Endpoint{},
 		workloads: map[string]*federationpb.Workload{},
 		tagged:    map[string][]federation.TaggedEndpoint{},
-		intern:    newInterner(),
+		intern:    federation.NewInterner(),
 	}
 }
 
@@ -288,8 +288,8 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 		if err := r.checkLimits(c.id, len(u.GetServices()), len(u.GetEndpoints()), len(u.GetWorkloads())); err != nil {
 			return err
 		}
-		s.intern = newInterner()
-		s.intern.update(u)
+		s.intern = federation.NewInterner()
+		s.intern.Update(u)
 		changes = s.replace(u)
 	} else {
 		if s.cluster == nil || s.session != session {
@@ -302,7 +302,7 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 		if err := r.checkLimits(c.id, ns, ne, nw); err != nil {
 			return err
 		}
-		s.intern.update(u)
+		s.intern.Update(u)
 		changes = s.patch(u)
 	}
 	s.session = session

@@ -45,8 +45,8 @@ type Tracker struct {
 	workloads map[string]*federationpb.Workload
 	// localities holds one of each Locality the shard's endpoints and
 	// workloads point to: a cluster has a few zones and 100,000 of them
-	// (never pruned: localities are few even over a long life).
-	localities map[localityKey]*federationpb.Locality
+	// (only localities: they are few even over a long life, unlike nodes).
+	localities *federation.Interner
 
 	synced       bool // the source has delivered its initial state
 	dirty        map[objKey]struct{}
@@ -73,7 +73,7 @@ func NewTracker() *Tracker {
 		services:   map[string]*federationpb.Service{},
 		endpoints:  map[string]map[string]*federationpb.Endpoint{},
 		workloads:  map[string]*federationpb.Workload{},
-		localities: map[localityKey]*federationpb.Locality{},
+		localities: federation.NewInterner(),
 		dirty:      map[objKey]struct{}{},
 		needFull:   true,
 		changed:    make(chan struct{}, 1),
@@ -156,7 +156,7 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) {
 	old := w.t.endpoints[serviceKey]
 	next := make(map[string]*federationpb.Endpoint, len(eps))
 	for _, e := range eps {
-		e.Locality = w.t.shareLocality(e.Locality)
+		e.Locality = w.t.localities.Locality(e.Locality)
 		k := federation.EndpointKey(e)
 		next[k] = e
 		if o, ok := old[k]; ok && (o == e || o.EqualVT(e)) {
@@ -180,7 +180,7 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) {
 
 // PutWorkload adds or replaces a workload. The tracker owns wl from then on.
 func (w Writer) PutWorkload(wl *federationpb.Workload) {
-	wl.Locality = w.t.shareLocality(wl.Locality)
+	wl.Locality = w.t.localities.Locality(wl.Locality)
 	if !w.t.workloads[wl.GetUid()].EqualVT(wl) {
 		w.t.workloads[wl.GetUid()] = wl
 		w.mark(kindWorkload, wl.GetUid())
@@ -332,20 +332,4 @@ func (t *Tracker) Versions() (sent, acked uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.version, t.acked
-}
-
-type localityKey struct{ region, zone, subzone string }
-
-// shareLocality returns the tracker's Locality equal to l. Messages the
-// tracker holds are never modified, so they may share one.
-func (t *Tracker) shareLocality(l *federationpb.Locality) *federationpb.Locality {
-	if l == nil {
-		return nil
-	}
-	k := localityKey{l.GetRegion(), l.GetZone(), l.GetSubzone()}
-	if shared, ok := t.localities[k]; ok {
-		return shared
-	}
-	t.localities[k] = l
-	return l
 }

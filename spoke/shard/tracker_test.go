@@ -139,3 +139,20 @@ func BenchmarkTrackerSetEndpoints(b *testing.B) {
 		tr.Update(time.Now(), true, func(w Writer) { w.SetEndpoints("demo/echo", eps) })
 	}
 }
+
+// TestTrackerSharesLocalities: the endpoints and workloads a tracker holds
+// point to one Locality per distinct value.
+func TestTrackerSharesLocalities(t *testing.T) {
+	zone := func(z string) *federationpb.Locality { return &federationpb.Locality{Region: "r1", Zone: z} }
+	a, b, c := ep("10.0.0.1"), ep("10.0.0.2"), ep("10.0.0.3")
+	a.Locality, b.Locality, c.Locality = zone("z1"), zone("z1"), zone("z2")
+	w := &federationpb.Workload{Uid: "u1", Namespace: "demo", Name: "p", Ips: []string{"10.0.0.1"}, Locality: zone("z1")}
+	tr := NewTracker()
+	tr.Update(time.Now(), true, func(wr Writer) {
+		wr.SetEndpoints("demo/echo", []*federationpb.Endpoint{a, b, c})
+		wr.PutWorkload(w)
+	})
+	if a.Locality != b.Locality || a.Locality != w.Locality || a.Locality == c.Locality || c.Locality.GetZone() != "z2" {
+		t.Errorf("localities not shared by value: %p %p %p %p", a.Locality, b.Locality, w.Locality, c.Locality)
+	}
+}

@@ -1,4 +1,4 @@
-package registry
+package federation
 
 import (
 	"strconv"
@@ -7,22 +7,25 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
-// interner makes the equal parts of one cluster's endpoints and workloads
-// share memory once they are in the registry: decoding gives every message
-// its own Locality, port list and strings, though a cluster has a few
-// zones, namespaces, services and nodes, and the endpoints of a service
-// the same ports. At 100,000 endpoints with their workloads that was a
-// third of the hub's heap. The registry never modifies a stored message,
-// so shared parts are safe. A shard's interner starts afresh with each
-// full update, which bounds it by what the cluster currently uses.
-type interner struct {
+// Interner makes the equal parts of one cluster's endpoints and workloads
+// share memory: decoding (or normalizing) gives every message its own
+// Locality, port list and strings, though a cluster has a few zones,
+// namespaces, services and nodes, and the endpoints of a service the same
+// ports. At 100,000 endpoints with their workloads that was a third of the
+// hub's heap. Shared parts are safe only where stored messages are never
+// modified, as in the hub's registry and the spoke's tracker. An Interner
+// grows with the distinct values it has seen: start a new one when its
+// owner starts over (the registry does at each full update). Not safe for
+// concurrent use.
+type Interner struct {
 	strings    map[string]string
 	localities map[localityKey]*federationpb.Locality
 	ports      map[string][]*federationpb.EndpointPort
 }
 
-func newInterner() *interner {
-	return &interner{
+// NewInterner returns an empty interner.
+func NewInterner() *Interner {
+	return &Interner{
 		strings:    map[string]string{},
 		localities: map[localityKey]*federationpb.Locality{},
 		ports:      map[string][]*federationpb.EndpointPort{},
@@ -30,7 +33,7 @@ func newInterner() *interner {
 }
 
 // str returns the interned copy of s.
-func (in *interner) str(s string) string {
+func (in *Interner) str(s string) string {
 	if s == "" {
 		return ""
 	}
@@ -43,7 +46,9 @@ func (in *interner) str(s string) string {
 
 type localityKey struct{ region, zone, subzone string }
 
-func (in *interner) locality(l *federationpb.Locality) *federationpb.Locality {
+// Locality returns the interner's Locality equal to l, l itself the first
+// time; a Locality with unknown fields is returned as it is.
+func (in *Interner) Locality(l *federationpb.Locality) *federationpb.Locality {
 	if l == nil || len(l.ProtoReflect().GetUnknown()) > 0 {
 		return l
 	}
@@ -56,7 +61,7 @@ func (in *interner) locality(l *federationpb.Locality) *federationpb.Locality {
 	return l
 }
 
-func (in *interner) endpointPorts(ps []*federationpb.EndpointPort) []*federationpb.EndpointPort {
+func (in *Interner) endpointPorts(ps []*federationpb.EndpointPort) []*federationpb.EndpointPort {
 	if len(ps) == 0 {
 		return ps
 	}
@@ -79,12 +84,12 @@ func (in *interner) endpointPorts(ps []*federationpb.EndpointPort) []*federation
 	return ps
 }
 
-// update makes the messages of u share what they can. Unknown fields
+// Update makes the messages of u share what they can. Unknown fields
 // keep a message out of it: sharing would mix them up.
-func (in *interner) update(u *federationpb.ShardUpdate) {
+func (in *Interner) Update(u *federationpb.ShardUpdate) {
 	for _, ep := range u.GetEndpoints() {
 		ep.Namespace, ep.Service, ep.Node, ep.Network = in.str(ep.GetNamespace()), in.str(ep.GetService()), in.str(ep.GetNode()), in.str(ep.GetNetwork())
-		ep.Locality = in.locality(ep.GetLocality())
+		ep.Locality = in.Locality(ep.GetLocality())
 		if !hasUnknown(ep.GetPorts()) {
 			ep.Ports = in.endpointPorts(ep.GetPorts())
 		}
@@ -96,7 +101,7 @@ func (in *interner) update(u *federationpb.ShardUpdate) {
 		w.Namespace, w.ServiceAccount, w.Node, w.Network = in.str(w.GetNamespace()), in.str(w.GetServiceAccount()), in.str(w.GetNode()), in.str(w.GetNetwork())
 		w.App, w.Version = in.str(w.GetApp()), in.str(w.GetVersion())
 		w.CanonicalName, w.CanonicalRevision = in.str(w.GetCanonicalName()), in.str(w.GetCanonicalRevision())
-		w.Locality = in.locality(w.GetLocality())
+		w.Locality = in.Locality(w.GetLocality())
 	}
 }
 
