@@ -43,13 +43,13 @@ func RunBaselineHub(ctx context.Context, cfg hub.Config, log *slog.Logger) error
 	if err != nil {
 		return fmt.Errorf("baseline xDS listener: %w", err)
 	}
-	b := newBaseline()
+	b := NewBaseline()
 	g := grpc.NewServer(grpc.MaxSendMsgSize(cfg.XDSMaxMessageBytes))
-	discovery.RegisterAggregatedDiscoveryServiceServer(g, gcpserver.NewServer(ctx, b.cache, b.callbacks()))
+	b.Register(ctx, g)
 	errc := make(chan error, 3)
 	go func() { errc <- h.Run(ctx) }()
 	go func() { errc <- g.Serve(lis) }()
-	go func() { errc <- b.run(ctx, h.Registry().Current()) }()
+	go func() { errc <- b.Run(ctx, h.Registry().Current()) }()
 	err = <-errc
 	g.Stop()
 	if errors.Is(err, context.Canceled) {
@@ -58,8 +58,12 @@ func RunBaselineHub(ctx context.Context, cfg hub.Config, log *slog.Logger) error
 	return err
 }
 
-// baseline keeps a snapshot per node it has seen.
-type baseline struct {
+// Baseline is the xDS side of the baseline: go-control-plane's
+// SnapshotCache with a snapshot per node it has seen (the node and the
+// names it asks for learned from the server's callbacks), every node's
+// rebuilt and set on each registry change. The e2e fan-out benchmark uses
+// it in process.
+type Baseline struct {
 	cache cache.SnapshotCache
 
 	mu      sync.Mutex
@@ -81,14 +85,20 @@ type baselineNode struct {
 	hosts map[string]bool
 }
 
-func newBaseline() *baseline {
-	return &baseline{
+// NewBaseline returns a baseline with no nodes yet.
+func NewBaseline() *Baseline {
+	return &Baseline{
 		cache: cache.NewSnapshotCache(false, cache.IDHash{}, nil),
 		nodes: map[string]*baselineNode{}, streams: map[streamID]string{}, kick: make(chan struct{}, 1),
 	}
 }
 
-func (b *baseline) callbacks() gcpserver.CallbackFuncs {
+// Register serves the baseline's ADS on g, until ctx ends.
+func (b *Baseline) Register(ctx context.Context, g *grpc.Server) {
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, gcpserver.NewServer(ctx, b.cache, b.callbacks()))
+}
+
+func (b *Baseline) callbacks() gcpserver.CallbackFuncs {
 	return gcpserver.CallbackFuncs{
 		StreamRequestFunc: func(id int64, r *discovery.DiscoveryRequest) error {
 			b.learn(streamID{id, false}, r.GetNode(), r.GetResourceNames())
@@ -103,7 +113,7 @@ func (b *baseline) callbacks() gcpserver.CallbackFuncs {
 
 // learn records a stream's node and the hostnames it asks for, and asks
 // for a rebuild when either is new.
-func (b *baseline) learn(stream streamID, node *core.Node, names []string) {
+func (b *Baseline) learn(stream streamID, node *core.Node, names []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	id, ok := b.streams[stream]
@@ -149,9 +159,9 @@ func hostOf(name string) string {
 	return ""
 }
 
-// run rebuilds every node's snapshot on each registry change and each new
-// node or subscription, until ctx ends.
-func (b *baseline) run(ctx context.Context, snap *registry.Snapshot) error {
+// Run rebuilds every node's snapshot on each registry change after snap
+// and each new node or subscription, until ctx ends.
+func (b *Baseline) Run(ctx context.Context, snap *registry.Snapshot) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -168,7 +178,7 @@ func (b *baseline) run(ctx context.Context, snap *registry.Snapshot) error {
 	}
 }
 
-func (b *baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
+func (b *Baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
 	b.mu.Lock()
 	nodes := make([]baselineNode, 0, len(b.nodes))
 	for _, n := range b.nodes {

@@ -43,7 +43,7 @@ type client struct {
 	names    map[string][]string // gRPC and Envoy: subscribed names, by type
 	want     int                 // endpoints per service (gRPC, Envoy) or addresses (ztunnel)
 	changes  *changes
-	wire     *wireBytes
+	wire     *WireBytes
 
 	conn *grpc.ClientConn
 
@@ -53,7 +53,7 @@ type client struct {
 	responses atomic.Int64
 }
 
-func newClient(w world, index int, kind string, cs *changes, wire *wireBytes) *client {
+func newClient(w world, index int, kind string, cs *changes, wire *WireBytes) *client {
 	home := index % w.clusters
 	l := locality(home)
 	c := &client{
@@ -398,18 +398,28 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 	return r.parse(data)
 }
 
-// wireBytes counts the bytes a set of connections receives, on the wire.
-type wireBytes struct{ n atomic.Int64 }
+// WireBytes is a grpc-go stats handler that counts the bytes the
+// connections it is given receive, on the wire (the benchmarks in e2e use
+// it too).
+type WireBytes struct{ n atomic.Int64 }
 
-var _ stats.Handler = (*wireBytes)(nil)
+var _ stats.Handler = (*WireBytes)(nil)
 
-func (h *wireBytes) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+// Load returns the bytes received so far.
+func (h *WireBytes) Load() int64 { return h.n.Load() }
 
-func (h *wireBytes) HandleRPC(_ context.Context, st stats.RPCStats) {
+// TagRPC implements stats.Handler.
+func (h *WireBytes) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+// HandleRPC implements stats.Handler.
+func (h *WireBytes) HandleRPC(_ context.Context, st stats.RPCStats) {
 	if in, ok := st.(*stats.InPayload); ok {
 		h.n.Add(int64(in.WireLength))
 	}
 }
 
-func (h *wireBytes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (h *wireBytes) HandleConn(context.Context, stats.ConnStats)                       {}
+// TagConn implements stats.Handler.
+func (h *WireBytes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+// HandleConn implements stats.Handler.
+func (h *WireBytes) HandleConn(context.Context, stats.ConnStats) {}

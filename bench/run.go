@@ -103,7 +103,7 @@ type runner struct {
 	spokes  []*simSpoke
 	clients []*client
 	changes changes
-	wire    wireBytes
+	wire    WireBytes
 	subs    map[int][]int32 // service → gRPC and Envoy clients calling it
 	ztunnel int
 	res     Result
@@ -249,7 +249,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	spokeBytes0, wire0 := r.spokeBytes(), r.wire.n.Load()
+	spokeBytes0, wire0 := r.spokeBytes(), r.wire.Load()
 	n, err := r.churn(ctx)
 	if err != nil {
 		return nil, err
@@ -279,7 +279,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.res.CPUPerChangeMillis = ms(after.cpu-before.cpu) / fn
 	r.res.EncodesPerChange = (after.encodes - before.encodes) / fn
 	r.res.SpokeBytesPerChange = float64(r.spokeBytes()-spokeBytes0) / fn
-	r.res.ClientBytesPerChange = float64(r.wire.n.Load()-wire0) / fn
+	r.res.ClientBytesPerChange = float64(r.wire.Load()-wire0) / fn
 	r.res.HeapIdleBytes, r.res.HeapSyncedBytes, r.res.HeapClientsBytes = idle.heap, synced.heap, withClients
 	r.res.RSSBytes = after.rss
 	r.res.RSSSyncedBytes = synced.rss

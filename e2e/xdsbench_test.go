@@ -2,11 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -16,19 +16,16 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/meshfed/meshfed/bench"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
@@ -217,20 +214,34 @@ func runFanout(b *testing.B, run fanoutRun) *fanoutResult {
 		g.Go(func() error { return srv.Run(ctx, fanoutSnapshot{reg.Current()}) })
 		addr, f.encodes = srv.Addr().String(), srv.Cache().Encodes
 	case "baseline":
-		bs, err := newBaseline(ctx, specs)
+		// The load harness's baseline (package bench), in process: it
+		// learns each node's names from its requests.
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := bs.setAll(ctx, reg.Current()); err != nil {
-			b.Fatal(err)
-		}
-		g.Go(func() error { return bs.run(ctx, reg.Current()) })
-		addr = bs.lis.Addr().String()
+		srv := grpc.NewServer()
+		bs := bench.NewBaseline()
+		bs.Register(ctx, srv)
+		g.Go(func() error {
+			go func() {
+				<-ctx.Done()
+				srv.Stop()
+			}()
+			return srv.Serve(lis)
+		})
+		g.Go(func() error {
+			if err := bs.Run(ctx, reg.Current()); !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return nil
+		})
+		addr = lis.Addr().String()
 	}
 
 	for i, s := range specs {
 		c := newFanoutClient(i, s)
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(f.st))
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(&f.st.bytes))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -476,7 +487,6 @@ func fanoutRegistry(b *testing.B, reg *registry.Registry) ([]*registry.Conn, []u
 // fanoutSpec is one proxy: its node and the services it calls.
 type fanoutSpec struct {
 	node     *core.Node
-	view     resources.View
 	services []int
 }
 
@@ -497,7 +507,6 @@ func fanoutSpecs(p int) []fanoutSpec {
 					xds.MetadataNetwork:   structpb.NewStringValue(fanoutNetwork),
 				}},
 			},
-			view: resources.View{Network: fanoutNetwork, Locality: resources.Locality{Region: l.GetRegion(), Zone: l.GetZone()}},
 		}
 		for k := range fanoutSubscriptions {
 			out[i].services = append(out[i].services, (i+k*fanoutServices/fanoutSubscriptions)%fanoutServices)
@@ -506,29 +515,16 @@ func fanoutSpecs(p int) []fanoutSpec {
 	return out
 }
 
-// fanoutState is what the clients share with the benchmark. It is also
-// the clients' stats handler, counting the bytes they receive.
+// fanoutState is what the clients share with the benchmark. Its
+// WireBytes is the clients' stats handler, counting the bytes they receive.
 type fanoutState struct {
 	probe     atomic.Pointer[fanoutProbe]
 	ready     atomic.Int64 // clients that have all their initial resources
 	responses atomic.Int64 // responses received
 	resources atomic.Int64 // resources in them
-	bytes     atomic.Int64 // their size on the wire
+	bytes     bench.WireBytes
 	progress
 }
-
-var _ stats.Handler = (*fanoutState)(nil)
-
-func (s *fanoutState) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-
-func (s *fanoutState) HandleRPC(_ context.Context, st stats.RPCStats) {
-	if in, ok := st.(*stats.InPayload); ok {
-		s.bytes.Add(int64(in.WireLength))
-	}
-}
-
-func (s *fanoutState) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (s *fanoutState) HandleConn(context.Context, stats.ConnStats)                       {}
 
 // fanoutProbe is the change in flight: clients that subscribe cluster
 // record when an EDS response first shows address as present (or absent).
@@ -721,96 +717,4 @@ func checkDecoder(b *testing.B, snap *registry.Snapshot) {
 	if addr != fanoutAddress(0, 0, 0) || !hasAddress(enc, addr) || hasAddress(enc, "10.255.255.255") {
 		b.Fatalf("partial decoding of the assignment's addresses disagrees with proto.Unmarshal (first address %q)", addr)
 	}
-}
-
-// baseline is what a team writes first: go-control-plane's snapshot cache,
-// and on every registry change a new snapshot for every node, holding the
-// resources it subscribes to (EDS computed for its view), all under one
-// new version.
-type baseline struct {
-	cache cache.SnapshotCache
-	specs []fanoutSpec
-	lis   net.Listener
-	grpc  *grpc.Server
-}
-
-func newBaseline(ctx context.Context, specs []fanoutSpec) (*baseline, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	bs := &baseline{cache: cache.NewSnapshotCache(false, cache.IDHash{}, nil), specs: specs, lis: lis, grpc: grpc.NewServer()}
-	srv := gcpserver.NewServer(ctx, bs.cache, gcpserver.CallbackFuncs{})
-	discovery.RegisterAggregatedDiscoveryServiceServer(bs.grpc, srv)
-	return bs, nil
-}
-
-// run serves and rebuilds every node's snapshot on each registry change
-// after snap, until ctx ends.
-func (bs *baseline) run(ctx context.Context, snap *registry.Snapshot) error {
-	errc := make(chan error, 1)
-	go func() { errc <- bs.grpc.Serve(bs.lis) }()
-	var err error
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-snap.Done():
-		}
-		for next := snap.Next(); next != nil; next = snap.Next() {
-			snap = next
-		}
-		if err = bs.setAll(ctx, snap); err != nil {
-			break
-		}
-	}
-	bs.grpc.Stop()
-	if serr := <-errc; serr != nil && err == nil {
-		err = serr
-	}
-	return err
-}
-
-func (bs *baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
-	version := strconv.FormatUint(snap.Revision(), 10)
-	gateways := resources.GatewaysByNetwork(snap.Clusters(), federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
-	for _, s := range bs.specs {
-		res := map[resourcev3.Type][]types.Resource{}
-		for _, svc := range s.services {
-			v, ok := snap.Service(federation.ServiceKey("bench", fmt.Sprintf("svc-%02d", svc)))
-			if !ok {
-				continue
-			}
-			cluster, listener := fanoutClusterName(svc), fanoutListenerName(svc)
-			for _, c := range resources.Clusters(v) {
-				if c.GetName() == cluster {
-					res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
-				}
-			}
-			for _, l := range resources.Listeners(v) {
-				if l.GetName() == listener {
-					res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], l)
-				}
-			}
-			for _, r := range resources.Routes(v) {
-				if r.GetName() == cluster {
-					res[resourcev3.RouteType] = append(res[resourcev3.RouteType], r)
-				}
-			}
-			for _, p := range resources.Ports(v) {
-				if cla := resources.LoadAssignment(v, fanoutHost(svc), p, s.view, gateways); cla.GetClusterName() == cluster {
-					res[resourcev3.EndpointType] = append(res[resourcev3.EndpointType], cla)
-				}
-			}
-		}
-		ns, err := cache.NewSnapshot(version, res)
-		if err != nil {
-			return err
-		}
-		if err := bs.cache.SetSnapshot(ctx, s.node.GetId(), ns); err != nil {
-			return err
-		}
-	}
-	return nil
 }

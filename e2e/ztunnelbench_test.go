@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"istio.io/istio/pkg/workloadapi"
 
+	"github.com/meshfed/meshfed/bench"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
@@ -284,7 +285,7 @@ func (z *zbBench) warmUp(ctx context.Context, b *testing.B) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	conn := z.dial(b, &zbBytes{})
+	conn := z.dial(b, &bench.WireBytes{})
 	s, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -345,7 +346,7 @@ func (z *zbBench) syncFirst(ctx context.Context, b *testing.B, g *errgroup.Group
 	z.connect(ctx, b, g, first)
 	z.awaitSynced(ctx, b, "the first ztunnel's initial sync", 1, 60*time.Second)
 	z.report["sync1-ms"] = ms(z.st.synced[0].Sub(t0))
-	z.report["sync1-bytes"] = float64(first.bytes.n.Load())
+	z.report["sync1-bytes"] = float64(first.bytes.Load())
 	z.report["sync1-resources"] = float64(first.initial)
 	if got := len(z.srv.Cache().Names(xds.AddressType, zbNetworks[0])); got != want {
 		b.Fatalf("the hub's %s set has %d addresses, want %d", zbNetworks[0], got, want)
@@ -465,7 +466,7 @@ func (r *zbRun) end(ctx context.Context, b *testing.B, z *zbBench, suffix string
 func (z *zbBench) bytes() int64 {
 	var n int64
 	for _, c := range z.clients {
-		n += c.bytes.n.Load()
+		n += c.bytes.Load()
 	}
 	return n
 }
@@ -615,22 +616,6 @@ func varintField(b []byte, num protowire.Number) uint64 {
 	return out
 }
 
-// zbBytes counts the bytes a connection receives, on the wire.
-type zbBytes struct{ n atomic.Int64 }
-
-var _ stats.Handler = (*zbBytes)(nil)
-
-func (h *zbBytes) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-
-func (h *zbBytes) HandleRPC(_ context.Context, st stats.RPCStats) {
-	if in, ok := st.(*stats.InPayload); ok {
-		h.n.Add(int64(in.WireLength))
-	}
-}
-
-func (h *zbBytes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (h *zbBytes) HandleConn(context.Context, stats.ConnStats)                       {}
-
 // zbClient behaves like ztunnel on the wire: one delta ADS stream,
 // wildcard subscriptions to Address and Authorization, an ACK for every
 // response. It keeps no store: it reads responses only as far as the
@@ -642,7 +627,7 @@ type zbClient struct {
 	want    int // Address resources in its network's complete set
 	node    *core.Node
 	conn    *grpc.ClientConn
-	bytes   zbBytes
+	bytes   bench.WireBytes
 
 	initial   int // Address resources received until the initial sync
 	lastProbe int
