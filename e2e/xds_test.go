@@ -93,6 +93,13 @@ func xdsClient(t *testing.T, xdsAddr, id, cluster, network, region, zone string)
 		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["ignore_resource_deletion"]}],
 		"node": {"id": %q, "locality": {"region": %q, "zone": %q}, "metadata": {"CLUSTER_ID": %q, "NETWORK": %q}}
 	}`, xdsAddr, id, region, zone, cluster, network)
+	return xdsClientWith(t, bootstrap)
+}
+
+// xdsClientWith dials xds:///echo.demo.svc.cluster.local:8080 with grpc-go's
+// xDS resolver configured by a bootstrap.
+func xdsClientWith(t *testing.T, bootstrap string) healthpb.HealthClient {
+	t.Helper()
 	r, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
 		t.Fatal(err)
@@ -213,17 +220,7 @@ func TestXDSOverTLS(t *testing.T) {
 		  "server_features": ["ignore_resource_deletion"]}],
 		"node": {"id": "tls-client", "locality": {"region": "r-east", "zone": "z-east"}, "metadata": {"CLUSTER_ID": "east"}}
 	}`, "localhost:"+portOf(h.XDSAddr().String()), filepath.Join(certs, "ca.crt"))
-	r, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///echo.demo.svc.cluster.local:8080", grpc.WithResolvers(r),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	eventually(t, healthpb.NewHealthClient(conn), "east")
+	eventually(t, xdsClientWith(t, bootstrap), "east")
 }
 
 func portOf(addr string) string {
