@@ -89,7 +89,7 @@ func (c *client) dial(addr string) error {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(fastReconnect),
 		grpc.WithStatsHandler(c.wire),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(200<<20), grpc.ForceCodec(rawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(200<<20), grpc.ForceCodec(RawCodec{})))
 	c.conn = conn
 	return err
 }
@@ -263,7 +263,8 @@ var (
 	workloadAddresses = []protowire.Number{1, 3}
 )
 
-func (r *response) parse(b []byte) error {
+// Parse reads an encoded response (for RawCodec).
+func (r *response) Parse(b []byte) error {
 	now := time.Now()
 	delta := r.c.kind != kindGRPC
 	var resources [][]byte
@@ -302,20 +303,20 @@ func (r *response) parse(b []byte) error {
 		} else {
 			value = res
 		}
-		value = first(value, []protowire.Number{resourceValue}) // Any.value
+		value = First(value, []protowire.Number{resourceValue}) // Any.value
 		switch r.typeURL {
 		case resourcev3.EndpointType:
 			if r.endpoints == nil {
 				r.endpoints = map[string]int{}
 			}
 			n := 0
-			eachAt(value, claAddress, func(addr []byte) {
+			EachAt(value, claAddress, func(addr []byte) {
 				n++
 				r.c.changes.seen(string(addr), r.c.index, now)
 			})
-			r.endpoints[string(first(value, claClusterName))] = n
+			r.endpoints[string(First(value, claClusterName))] = n
 		case xds.AddressType:
-			eachAt(value, workloadAddresses, func(ip []byte) {
+			EachAt(value, workloadAddresses, func(ip []byte) {
 				if a, ok := netip.AddrFromSlice(ip); ok {
 					r.c.changes.seen(a.String(), r.c.index, now)
 				}
@@ -351,8 +352,11 @@ func eachField(b []byte, fn func(protowire.Number, []byte)) error {
 	return nil
 }
 
-// eachAt calls fn with every value at path in an encoded message.
-func eachAt(b []byte, path []protowire.Number, fn func([]byte)) {
+// EachAt calls fn with every length-delimited value at path (field
+// numbers, outermost first) in an encoded message. Clients read responses
+// with it instead of decoding them, so that they cost little next to the
+// server under test.
+func EachAt(b []byte, path []protowire.Number, fn func([]byte)) {
 	_ = eachField(b, func(num protowire.Number, v []byte) {
 		if num != path[0] {
 			return
@@ -361,14 +365,14 @@ func eachAt(b []byte, path []protowire.Number, fn func([]byte)) {
 			fn(v)
 			return
 		}
-		eachAt(v, path[1:], fn)
+		EachAt(v, path[1:], fn)
 	})
 }
 
-// first returns the first value at path, nil if none.
-func first(b []byte, path []protowire.Number) []byte {
+// First returns the first value at path, nil if none.
+func First(b []byte, path []protowire.Number) []byte {
 	var out []byte
-	eachAt(b, path, func(v []byte) {
+	EachAt(b, path, func(v []byte) {
 		if out == nil {
 			out = v
 		}
@@ -376,13 +380,15 @@ func first(b []byte, path []protowire.Number) []byte {
 	return out
 }
 
-// rawCodec encodes requests as protobuf and hands responses to
-// response.parse undecoded.
-type rawCodec struct{}
+// RawCodec encodes requests as protobuf and hands each response, undecoded,
+// to the Parse method of the value it is received into.
+type RawCodec struct{}
 
-func (rawCodec) Name() string { return "proto" }
+// Name is grpc-go's protobuf codec's.
+func (RawCodec) Name() string { return "proto" }
 
-func (rawCodec) Marshal(v any) ([]byte, error) {
+// Marshal encodes a request.
+func (RawCodec) Marshal(v any) ([]byte, error) {
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("cannot encode %T", v)
@@ -390,12 +396,13 @@ func (rawCodec) Marshal(v any) ([]byte, error) {
 	return proto.Marshal(m)
 }
 
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	r, ok := v.(*response)
+// Unmarshal hands data to v's Parse.
+func (RawCodec) Unmarshal(data []byte, v any) error {
+	p, ok := v.(interface{ Parse([]byte) error })
 	if !ok {
 		return fmt.Errorf("cannot decode into %T", v)
 	}
-	return r.parse(data)
+	return p.Parse(data)
 }
 
 // WireBytes is a grpc-go stats handler that counts the bytes the

@@ -618,7 +618,7 @@ func (c *fanoutClient) check(resp *discovery.DiscoveryResponse, now time.Time, s
 		return
 	}
 	for _, a := range resp.GetResources() {
-		if string(firstField(a.GetValue(), claClusterName)) != p.cluster {
+		if string(bench.First(a.GetValue(), claClusterName)) != p.cluster {
 			continue
 		}
 		if hasAddress(a.GetValue(), p.address) != p.present {
@@ -648,49 +648,8 @@ var (
 // server's.
 func hasAddress(cla []byte, addr string) bool {
 	found := false
-	eachField(cla, claAddress, func(v []byte) bool {
-		found = string(v) == addr
-		return !found
-	})
+	bench.EachAt(cla, claAddress, func(v []byte) { found = found || string(v) == addr })
 	return found
-}
-
-// firstField returns the first value at path in an encoded message.
-func firstField(b []byte, path []protowire.Number) []byte {
-	var out []byte
-	eachField(b, path, func(v []byte) bool {
-		out = v
-		return false
-	})
-	return out
-}
-
-// eachField calls fn with every length-delimited value at path in an
-// encoded message, until fn returns false. It reports whether to go on.
-func eachField(b []byte, path []protowire.Number, fn func([]byte) bool) bool {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
-		if num != path[0] || typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return false
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
-		if len(path) == 1 && !fn(v) || len(path) > 1 && !eachField(v, path[1:], fn) {
-			return false
-		}
-	}
-	return true
 }
 
 // checkDecoder makes sure the clients' partial decoding agrees with the
@@ -711,7 +670,7 @@ func checkDecoder(b *testing.B, snap *registry.Snapshot) {
 		b.Fatal(err)
 	}
 	addr := decoded.GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetAddress()
-	if got := string(firstField(enc, claClusterName)); got != fanoutClusterName(0) {
+	if got := string(bench.First(enc, claClusterName)); got != fanoutClusterName(0) {
 		b.Fatalf("cluster name decoded as %q, want %q", got, fanoutClusterName(0))
 	}
 	if addr != fanoutAddress(0, 0, 0) || !hasAddress(enc, addr) || hasAddress(enc, "10.255.255.255") {

@@ -578,13 +578,13 @@ const (
 // shows reports whether an encoded discovery.Resource is the expected
 // resource with the expected value.
 func (e zbExpect) shows(res []byte) bool {
-	if string(firstField(res, []protowire.Number{3})) != e.name { // Resource.name
+	if string(bench.First(res, []protowire.Number{3})) != e.name { // Resource.name
 		return false
 	}
-	w := firstField(res, []protowire.Number{2, 2, zbAddressWorkload}) // Resource.resource → Any.value → Address.workload
+	w := bench.First(res, []protowire.Number{2, 2, zbAddressWorkload}) // Resource.resource → Any.value → Address.workload
 	switch e.field {
 	case zbCapacityField:
-		return varintField(firstField(w, []protowire.Number{zbCapacityField}), 1) == e.value
+		return varintField(bench.First(w, []protowire.Number{zbCapacityField}), 1) == e.value
 	default:
 		return varintField(w, e.field) == e.value
 	}
@@ -643,7 +643,7 @@ func (c *zbClient) run(ctx context.Context, st *zbState) error {
 
 func (c *zbClient) stream(ctx context.Context, st *zbState) error {
 	s, err := c.conn.NewStream(ctx, &discovery.AggregatedDiscoveryService_ServiceDesc.Streams[1],
-		discovery.AggregatedDiscoveryService_DeltaAggregatedResources_FullMethodName, grpc.ForceCodec(zbCodec{}))
+		discovery.AggregatedDiscoveryService_DeltaAggregatedResources_FullMethodName, grpc.ForceCodec(bench.RawCodec{}))
 	if err != nil {
 		return err
 	}
@@ -704,8 +704,8 @@ type zbResponse struct {
 	hit                *zbProbe // the probe this response shows
 }
 
-// parse reads an encoded DeltaDiscoveryResponse.
-func (r *zbResponse) parse(b []byte) error {
+// Parse reads an encoded DeltaDiscoveryResponse (for bench.RawCodec).
+func (r *zbResponse) Parse(b []byte) error {
 	// The probe is loaded once the response has arrived: a change's probe
 	// is set before the change is applied.
 	var p *zbProbe
@@ -750,28 +750,6 @@ func (r *zbResponse) parse(b []byte) error {
 	return nil
 }
 
-// zbCodec encodes requests as protobuf and hands responses to
-// zbResponse.parse without decoding them.
-type zbCodec struct{}
-
-func (zbCodec) Name() string { return "proto" }
-
-func (zbCodec) Marshal(v any) ([]byte, error) {
-	m, ok := v.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("cannot encode %T", v)
-	}
-	return proto.Marshal(m)
-}
-
-func (zbCodec) Unmarshal(data []byte, v any) error {
-	r, ok := v.(*zbResponse)
-	if !ok {
-		return fmt.Errorf("cannot decode into %T", v)
-	}
-	return r.parse(data)
-}
-
 // checkZtunnelDecoder makes sure the clients' partial decoding agrees with
 // real responses.
 func checkZtunnelDecoder(b *testing.B) {
@@ -810,7 +788,7 @@ func checkZtunnelDecoder(b *testing.B) {
 		p.want[tc.network] = tc.want
 		st.probe.Store(p)
 		r := &zbResponse{st: st, network: tc.network, probing: true}
-		if err := (zbCodec{}).Unmarshal(enc, r); err != nil {
+		if err := (bench.RawCodec{}).Unmarshal(enc, r); err != nil {
 			b.Fatal(err)
 		}
 		if r.typeURL != resp.GetTypeUrl() || r.nonce != resp.GetNonce() || r.resources != 2 || r.removed != 1 || (r.hit != nil) != tc.hit {
