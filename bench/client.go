@@ -268,7 +268,7 @@ func (r *response) Parse(b []byte) error {
 	now := time.Now()
 	delta := r.c.kind != kindGRPC
 	var resources [][]byte
-	err := eachField(b, func(num protowire.Number, v []byte) {
+	err := EachField(b, func(num protowire.Number, v []byte) {
 		switch num {
 		case respVersion:
 			r.version = string(v)
@@ -290,7 +290,7 @@ func (r *response) Parse(b []byte) error {
 	for _, res := range resources {
 		var value []byte
 		if delta {
-			_ = eachField(res, func(num protowire.Number, v []byte) {
+			_ = EachField(res, func(num protowire.Number, v []byte) {
 				switch num {
 				case resourceName:
 					if r.c.kind == kindZtunnel {
@@ -326,9 +326,9 @@ func (r *response) Parse(b []byte) error {
 	return nil
 }
 
-// eachField calls fn with the number and value of every length-delimited
+// EachField calls fn with the number and value of every length-delimited
 // field of an encoded message.
-func eachField(b []byte, fn func(protowire.Number, []byte)) error {
+func EachField(b []byte, fn func(protowire.Number, []byte)) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -357,7 +357,7 @@ func eachField(b []byte, fn func(protowire.Number, []byte)) error {
 // with it instead of decoding them, so that they cost little next to the
 // server under test.
 func EachAt(b []byte, path []protowire.Number, fn func([]byte)) {
-	_ = eachField(b, func(num protowire.Number, v []byte) {
+	_ = EachField(b, func(num protowire.Number, v []byte) {
 		if num != path[0] {
 			return
 		}

@@ -715,24 +715,7 @@ func (r *zbResponse) Parse(b []byte) error {
 	if p != nil && p.id == r.lastProbe {
 		p = nil
 	}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return protowire.ParseError(n)
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
+	return bench.EachField(b, func(num protowire.Number, v []byte) {
 		switch num {
 		case 2: // resources
 			r.resources++
@@ -746,8 +729,7 @@ func (r *zbResponse) Parse(b []byte) error {
 		case 6: // removed_resources
 			r.removed++
 		}
-	}
-	return nil
+	})
 }
 
 // checkZtunnelDecoder makes sure the clients' partial decoding agrees with
