@@ -105,7 +105,6 @@ type runner struct {
 	changes changes
 	wire    WireBytes
 	subs    map[int][]int32 // service → gRPC and Envoy clients calling it
-	ztunnel int
 	res     Result
 }
 
@@ -178,7 +177,6 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	// per client of each sort shows.
 	start = time.Now()
 	r.subs = map[int][]int32{}
-	r.ztunnel = mix.Ztunnel
 	// Each sort in two halves: the first half's heap includes what their
 	// views need built once (encoded resources every client of a view
 	// shares); the second half's is what each more client costs.
@@ -416,7 +414,7 @@ func (r *runner) churn(ctx context.Context) (int, error) {
 		i := (n / r.w.clusters) % r.w.endpoints
 		g := s.pods[i].service
 		ch := &change{
-			id: n, service: g, address: churnAddress(n), want: len(r.subs[g]) + r.ztunnel, observed: time.Now(),
+			id: n, service: g, address: churnAddress(n), want: len(r.subs[g]) + r.res.Clients.Ztunnel, observed: time.Now(),
 		}
 		r.changes.add(ch)
 		s.replace(i, ch.address, fmt.Sprintf("%s-churn-%07d", clusterID(c), n), ch.observed)
@@ -452,22 +450,19 @@ func (r *runner) restart(ctx context.Context) error {
 	if err := r.hub.start(ctx, r.cfg.Timeout); err != nil {
 		return err
 	}
-	profiled := make(chan struct{})
+	var profiling sync.WaitGroup
+	defer profiling.Wait()
 	if dir := r.cfg.ProfileDir; dir != "" {
 		// The restarted hub's first 10 s: warm-up, first push, clients' syncs.
 		path := filepath.Join(dir, r.server+"-restart-cpu.pprof")
-		go func() {
-			defer close(profiled)
+		profiling.Go(func() {
 			if err := r.hub.saveProfile(ctx, "profile?seconds=10", path); err != nil {
 				r.logf("restart CPU profile: %v", err)
 				return
 			}
 			r.logf("CPU profile of the restart: %s", path)
-		}()
-	} else {
-		close(profiled)
+		})
 	}
-	defer func() { <-profiled }()
 	last, err := r.awaitClients(ctx, gen, "convergence after a hub restart")
 	if err != nil {
 		return err
