@@ -417,7 +417,9 @@ func (r *runner) churn(ctx context.Context) (int, error) {
 			id: n, service: g, address: churnAddress(n), want: len(r.subs[g]) + r.res.Clients.Ztunnel, observed: time.Now(),
 		}
 		r.changes.add(ch)
-		s.replace(i, ch.address, fmt.Sprintf("%s-churn-%07d", clusterID(c), n), ch.observed)
+		if err := s.replace(i, ch.address, fmt.Sprintf("%s-churn-%07d", clusterID(c), n), ch.observed); err != nil {
+			return n, err
+		}
 		if now := time.Now(); now.Sub(lastLine) >= time.Second {
 			lastLine = now
 			r.logf("churn: %d of %d changes, %d not yet seen by every client", n+1, total, r.changes.pending())

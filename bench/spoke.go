@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -46,16 +47,19 @@ func newSimSpoke(w world, c int, hubAddr string, log *slog.Logger) (*simSpoke, e
 	for i, p := range s.pods {
 		s.byService[p.service] = append(s.byService[p.service], i)
 	}
+	var errs []error
 	s.t.Update(time.Now(), true, func(wr shard.Writer) {
 		wr.SetCluster(cluster(c))
 		for _, g := range w.exportsOf(c) {
-			wr.PutService(service(g))
-			wr.SetEndpoints(serviceKey(g), s.endpoints(g))
+			errs = append(errs, wr.PutService(service(g)), wr.SetEndpoints(serviceKey(g), s.endpoints(g)))
 		}
 		for _, p := range s.pods {
-			wr.PutWorkload(p.workload(c))
+			errs = append(errs, wr.PutWorkload(p.workload(c)))
 		}
 	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("spoke %s: %w", clusterID(c), err)
+	}
 	return s, nil
 }
 
@@ -77,16 +81,21 @@ func (s *simSpoke) endpoints(g int) []*federationpb.Endpoint {
 
 // replace swaps the cluster's i-th pod for a new one at address, as a
 // rollout does; now is when the spoke observed it.
-func (s *simSpoke) replace(i int, address, uid string, now time.Time) {
+func (s *simSpoke) replace(i int, address, uid string, now time.Time) error {
 	old := s.pods[i]
 	p := old
 	p.address, p.uid = address, uid
 	s.pods[i] = p
+	var err error
 	s.t.Update(now, true, func(wr shard.Writer) {
-		wr.SetEndpoints(serviceKey(p.service), s.endpoints(p.service))
+		err = wr.SetEndpoints(serviceKey(p.service), s.endpoints(p.service))
 		wr.DeleteWorkload(old.uid)
-		wr.PutWorkload(p.workload(s.c))
+		err = errors.Join(err, wr.PutWorkload(p.workload(s.c)))
 	})
+	if err != nil {
+		return fmt.Errorf("spoke %s: %w", clusterID(s.c), err)
+	}
+	return nil
 }
 
 func (s *simSpoke) run(ctx context.Context) error { return s.uplink.Run(ctx) }

@@ -160,8 +160,12 @@ func (b *Builder) syncService(in normalize.Inputs, w Writer, key string, pods se
 			}
 			eps = append(eps, e)
 		}
-		w.PutService(svc)
-		w.SetEndpoints(key, eps)
+		if err := w.PutService(svc); err != nil {
+			b.log.Warn("service not exported: it cannot be encoded", "err", err)
+			eps = nil
+		} else if err := w.SetEndpoints(key, eps); err != nil {
+			b.log.Warn("endpoints skipped: they cannot be encoded", "err", err)
+		}
 	} else {
 		w.DeleteService(key)
 	}
@@ -235,7 +239,12 @@ func (b *Builder) syncWorkload(in normalize.Inputs, w Writer, key string) {
 	if wl == nil {
 		return
 	}
-	w.PutWorkload(wl)
+	if err := w.PutWorkload(wl); err != nil {
+		b.log.Warn("workload skipped: it cannot be encoded", "pod", key, "err", err)
+		delete(b.podWorkload, key)
+		b.unplace(key, old.node)
+		return
+	}
 	b.podWorkload[key] = placed{wl.GetUid(), wl.GetNode()}
 	if old.node != wl.GetNode() {
 		b.unplace(key, old.node)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 )
@@ -68,7 +70,8 @@ func TestBuilderFollowsChanges(t *testing.T) {
 		t.Fatalf("initial shard: cluster %v, %d services, %d endpoints, %d workloads", tr.cluster, len(tr.services), tr.nEndpoint, len(tr.workloads))
 	}
 	endpoint := func() string {
-		for _, e := range tr.endpoints["demo/echo"] {
+		for _, r := range tr.endpoints["demo/echo"] {
+			e := decode(t, r).GetEndpoints()[0]
 			return e.GetLocality().GetZone() + "|" + e.GetNetwork()
 		}
 		return "none"
@@ -76,7 +79,7 @@ func TestBuilderFollowsChanges(t *testing.T) {
 	if got := endpoint(); got != "z1|" {
 		t.Fatalf("endpoint zone|network = %q", got)
 	}
-	tr.Next("x")
+	next(t, tr, "x")
 	tr.Acked(1)
 
 	// A node moved to another zone: its endpoints and workloads follow.
@@ -85,8 +88,8 @@ func TestBuilderFollowsChanges(t *testing.T) {
 	if got := endpoint(); got != "z2|" {
 		t.Errorf("after the node moved: %q", got)
 	}
-	for _, w := range tr.workloads {
-		if w.GetLocality().GetZone() != "z2" {
+	for _, r := range tr.workloads {
+		if w := decode(t, r).GetWorkloads()[0]; w.GetLocality().GetZone() != "z2" {
 			t.Errorf("workload zone %q after the node moved", w.GetLocality().GetZone())
 		}
 	}
@@ -104,8 +107,18 @@ func TestBuilderFollowsChanges(t *testing.T) {
 	if len(tr.services) != 0 || tr.nEndpoint != 0 || len(tr.workloads) != 0 {
 		t.Errorf("after unexport: %d services, %d endpoints, %d workloads", len(tr.services), tr.nEndpoint, len(tr.workloads))
 	}
-	u := tr.Next("y")
+	u := next(t, tr, "y")
 	if len(u.GetRemovedServices()) != 1 || len(u.GetRemovedEndpoints()) != 1 || len(u.GetRemovedWorkloads()) != 1 {
 		t.Errorf("the delta after unexport: %v", u)
 	}
+}
+
+// decode returns an update holding only r.
+func decode(t *testing.T, r record) *federationpb.ShardUpdate {
+	t.Helper()
+	var u federationpb.ShardUpdate
+	if err := proto.Unmarshal([]byte(r), &u); err != nil {
+		t.Fatal(err)
+	}
+	return &u
 }

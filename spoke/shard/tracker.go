@@ -3,8 +3,9 @@ package shard
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -34,19 +35,20 @@ type objKey struct {
 // One update is in flight at a time: changes made meanwhile collect in the
 // dirty set and leave together in the next delta, which is how bursts
 // coalesce without delaying a lone change.
+//
+// The tracker keeps each service, endpoint and workload encoded, as a
+// [record], not as a message: a cluster's shard is a spoke's largest
+// structure, and its encoding is a third of the messages' size. It
+// compares encodings to find what changed and sends them as they are.
 type Tracker struct {
 	session string
 
 	mu        sync.Mutex
 	cluster   *federationpb.Cluster
-	services  map[string]*federationpb.Service
-	endpoints map[string]map[string]*federationpb.Endpoint // service key → endpoint key
+	services  map[string]record
+	endpoints map[string]map[string]record // service key → endpoint key
 	nEndpoint int
-	workloads map[string]*federationpb.Workload
-	// localities holds one of each Locality the shard's endpoints and
-	// workloads point to: a cluster has a few zones and 100,000 of them
-	// (only localities: they are few even over a long life, unlike nodes).
-	localities *federation.Interner
+	workloads map[string]record
 
 	synced       bool // the source has delivered its initial state
 	dirty        map[objKey]struct{}
@@ -69,14 +71,13 @@ func NewTracker() *Tracker {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &Tracker{
-		session:    hex.EncodeToString(b[:]),
-		services:   map[string]*federationpb.Service{},
-		endpoints:  map[string]map[string]*federationpb.Endpoint{},
-		workloads:  map[string]*federationpb.Workload{},
-		localities: federation.NewInterner(),
-		dirty:      map[objKey]struct{}{},
-		needFull:   true,
-		changed:    make(chan struct{}, 1),
+		session:   hex.EncodeToString(b[:]),
+		services:  map[string]record{},
+		endpoints: map[string]map[string]record{},
+		workloads: map[string]record{},
+		dirty:     map[objKey]struct{}{},
+		needFull:  true,
+		changed:   make(chan struct{}, 1),
 	}
 }
 
@@ -132,13 +133,20 @@ func (w Writer) SetCluster(c *federationpb.Cluster) {
 // Cluster returns the cluster's facts.
 func (w Writer) Cluster() *federationpb.Cluster { return w.t.cluster }
 
-// PutService adds or replaces a service.
-func (w Writer) PutService(s *federationpb.Service) {
+// PutService adds or replaces a service. It returns an error, and keeps
+// the service out of the shard, when the service cannot be encoded.
+func (w Writer) PutService(s *federationpb.Service) error {
 	k := federation.KeyOfService(s)
-	if !w.t.services[k].EqualVT(s) {
-		w.t.services[k] = s
+	r, err := encode(fieldServices, s)
+	if err != nil {
+		w.DeleteService(k)
+		return fmt.Errorf("service %s: %w", k, err)
+	}
+	if old, ok := w.t.services[k]; !ok || old != r {
+		w.t.services[k] = r
 		w.mark(kindService, k)
 	}
+	return nil
 }
 
 // DeleteService removes a service and its endpoints.
@@ -147,23 +155,26 @@ func (w Writer) DeleteService(key string) {
 		delete(w.t.services, key)
 		w.mark(kindService, key)
 	}
-	w.SetEndpoints(key, nil)
+	w.SetEndpoints(key, nil) //nolint:errcheck // no endpoints, no errors
 }
 
-// SetEndpoints replaces the endpoints of one service. The tracker owns
-// eps from then on.
-func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) {
+// SetEndpoints replaces the endpoints of one service. Endpoints that
+// cannot be encoded are left out, and returned as an error.
+func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) error {
 	old := w.t.endpoints[serviceKey]
-	next := make(map[string]*federationpb.Endpoint, len(eps))
+	next := make(map[string]record, len(eps))
+	var errs []error
 	for _, e := range eps {
-		e.Locality = w.t.localities.Locality(e.Locality)
 		k := federation.EndpointKey(e)
-		next[k] = e
-		if o, ok := old[k]; ok && (o == e || o.EqualVT(e)) {
-			next[k] = o
+		r, err := encode(fieldEndpoints, e)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("endpoint %s: %w", k, err))
 			continue
 		}
-		w.mark(kindEndpoint, k)
+		next[k] = r
+		if o, ok := old[k]; !ok || o != r {
+			w.mark(kindEndpoint, k)
+		}
 	}
 	for k := range old {
 		if _, ok := next[k]; !ok {
@@ -176,15 +187,23 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) {
 	} else {
 		w.t.endpoints[serviceKey] = next
 	}
+	return errors.Join(errs...)
 }
 
-// PutWorkload adds or replaces a workload. The tracker owns wl from then on.
-func (w Writer) PutWorkload(wl *federationpb.Workload) {
-	wl.Locality = w.t.localities.Locality(wl.Locality)
-	if !w.t.workloads[wl.GetUid()].EqualVT(wl) {
-		w.t.workloads[wl.GetUid()] = wl
-		w.mark(kindWorkload, wl.GetUid())
+// PutWorkload adds or replaces a workload. It returns an error, and keeps
+// the workload out of the shard, when the workload cannot be encoded.
+func (w Writer) PutWorkload(wl *federationpb.Workload) error {
+	k := federation.KeyOfWorkload(wl)
+	r, err := encode(fieldWorkloads, wl)
+	if err != nil {
+		w.DeleteWorkload(k)
+		return fmt.Errorf("workload %s: %w", k, err)
 	}
+	if old, ok := w.t.workloads[k]; !ok || old != r {
+		w.t.workloads[k] = r
+		w.mark(kindWorkload, k)
+	}
+	return nil
 }
 
 // DeleteWorkload removes a workload.
@@ -231,10 +250,11 @@ func (t *Tracker) clearInflight() {
 	t.inflight, t.inflightVer, t.inflightFull, t.inflightCluster = nil, 0, false, false
 }
 
-// Next returns the next update to send and marks it in flight, or nil when
-// there is nothing to send, an update is already in flight, or the source
-// has not delivered its initial state.
-func (t *Tracker) Next(nonce string) *federationpb.ShardUpdate {
+// Next returns the next update to send, in chunks whose encodings stay
+// under maxBytes (no limit for maxBytes <= 0), and marks it in flight. It
+// returns nil when there is nothing to send, an update is already in
+// flight, or the source has not delivered its initial state.
+func (t *Tracker) Next(nonce string, maxBytes int) []*federationpb.ShardUpdate {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.synced || t.inflightVer != 0 {
@@ -244,52 +264,54 @@ func (t *Tracker) Next(nonce string) *federationpb.ShardUpdate {
 		return nil
 	}
 	t.version++
-	u := &federationpb.ShardUpdate{Version: t.version, Nonce: nonce}
+	first := &federationpb.ShardUpdate{Version: t.version, Nonce: nonce, Full: t.needFull}
 	if !t.firstDirty.IsZero() {
-		u.ObservedTime = timestamppb.New(t.firstDirty)
+		first.ObservedTime = timestamppb.New(t.firstDirty)
 	}
+	if t.needFull || t.clusterDirty {
+		first.Cluster = t.cluster
+	}
+	c := newChunker(first, maxBytes)
 	if t.needFull {
-		u.Full = true
-		u.Cluster = t.cluster
-		u.Services = slices.Collect(maps.Values(t.services))
-		u.Endpoints = make([]*federationpb.Endpoint, 0, t.nEndpoint)
+		for _, r := range t.services {
+			c.add(r)
+		}
 		for _, m := range t.endpoints {
-			for _, e := range m {
-				u.Endpoints = append(u.Endpoints, e)
+			for _, r := range m {
+				c.add(r)
 			}
 		}
-		u.Workloads = slices.Collect(maps.Values(t.workloads))
+		for _, r := range t.workloads {
+			c.add(r)
+		}
 		t.inflightFull = true
 	} else {
-		if t.clusterDirty {
-			u.Cluster = t.cluster
-		}
 		for k := range t.dirty {
 			switch k.kind {
 			case kindService:
-				if s, ok := t.services[k.key]; ok {
-					u.Services = append(u.Services, s)
+				if r, ok := t.services[k.key]; ok {
+					c.add(r)
 				} else {
-					u.RemovedServices = append(u.RemovedServices, k.key)
+					c.add(removal(fieldRemovedServices, k.key))
 				}
 			case kindEndpoint:
-				if e, ok := t.endpoints[federation.EndpointServiceKey(k.key)][k.key]; ok {
-					u.Endpoints = append(u.Endpoints, e)
+				if r, ok := t.endpoints[federation.EndpointServiceKey(k.key)][k.key]; ok {
+					c.add(r)
 				} else {
-					u.RemovedEndpoints = append(u.RemovedEndpoints, k.key)
+					c.add(removal(fieldRemovedEndpoints, k.key))
 				}
 			case kindWorkload:
-				if w, ok := t.workloads[k.key]; ok {
-					u.Workloads = append(u.Workloads, w)
+				if r, ok := t.workloads[k.key]; ok {
+					c.add(r)
 				} else {
-					u.RemovedWorkloads = append(u.RemovedWorkloads, k.key)
+					c.add(removal(fieldRemovedWorkloads, k.key))
 				}
 			}
 		}
 	}
 	t.inflight, t.inflightVer, t.inflightCluster = t.dirty, t.version, t.clusterDirty || t.needFull
 	t.dirty, t.clusterDirty, t.needFull, t.firstDirty = map[objKey]struct{}{}, false, false, time.Time{}
-	return u
+	return c.done()
 }
 
 // Acked records the hub's Ack of a version.

@@ -2,10 +2,14 @@ package shard
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/spoke/shard/shardtest"
 )
 
 func ep(addr string) *federationpb.Endpoint {
@@ -17,10 +21,10 @@ func started(t *testing.T) *Tracker {
 	tr := NewTracker()
 	tr.Update(time.Now(), true, func(w Writer) {
 		w.SetCluster(&federationpb.Cluster{Id: "east"})
-		w.PutService(&federationpb.Service{Namespace: "demo", Name: "echo"})
-		w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1"), ep("10.0.0.2")})
+		must(t, w.PutService(&federationpb.Service{Namespace: "demo", Name: "echo"}))
+		must(t, w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1"), ep("10.0.0.2")}))
 	})
-	u := tr.Next("n1")
+	u := next(t, tr, "n1")
 	if u == nil || !u.GetFull() || len(u.GetEndpoints()) != 2 || u.GetCluster() == nil {
 		t.Fatalf("first update %v, want the full state", u)
 	}
@@ -30,27 +34,27 @@ func started(t *testing.T) *Tracker {
 func TestTrackerDeltas(t *testing.T) {
 	tr := started(t)
 	tr.Update(time.Now(), true, func(w Writer) {
-		w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1"), ep("10.0.0.3")})
+		must(t, w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1"), ep("10.0.0.3")}))
 	})
-	if tr.Next("n2") != nil {
+	if next(t, tr, "n2") != nil {
 		t.Fatal("a second update left while the first was in flight")
 	}
 	tr.Acked(1)
 	// A change made twice before sending leaves once.
 	tr.Update(time.Now(), true, func(w Writer) {
-		w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1"), ep("10.0.0.3")})
+		must(t, w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1"), ep("10.0.0.3")}))
 	})
-	u := tr.Next("n2")
+	u := next(t, tr, "n2")
 	if u.GetFull() || u.GetVersion() != 2 || len(u.GetEndpoints()) != 1 || u.GetEndpoints()[0].GetAddress() != "10.0.0.3" ||
 		len(u.GetRemovedEndpoints()) != 1 || u.GetRemovedEndpoints()[0] != "demo/echo/10.0.0.2" || u.GetObservedTime() == nil {
 		t.Fatalf("delta %v", u)
 	}
 	tr.Acked(2)
-	if tr.Next("n3") != nil {
+	if next(t, tr, "n3") != nil {
 		t.Error("an update with nothing changed")
 	}
-	tr.Update(time.Now(), true, func(w Writer) { w.PutService(&federationpb.Service{Namespace: "demo", Name: "echo"}) })
-	if tr.Next("n3") != nil {
+	tr.Update(time.Now(), true, func(w Writer) { must(t, w.PutService(&federationpb.Service{Namespace: "demo", Name: "echo"})) })
+	if next(t, tr, "n3") != nil {
 		t.Error("an identical object was sent again")
 	}
 }
@@ -72,9 +76,9 @@ func TestTrackerReconnect(t *testing.T) {
 			tr := started(t)
 			tr.Acked(1)
 			tr.Update(time.Now(), true, func(w Writer) {
-				w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1")})
+				must(t, w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1")}))
 			})
-			if u := tr.Next("n2"); u.GetVersion() != 2 {
+			if u := next(t, tr, "n2"); u.GetVersion() != 2 {
 				t.Fatalf("delta %v", u)
 			}
 			h := tr.Hello("east", "")
@@ -82,7 +86,7 @@ func TestTrackerReconnect(t *testing.T) {
 				t.Fatalf("hello %v", h)
 			}
 			tr.Reconnected(tc.resume, tc.version)
-			u := tr.Next("n3")
+			u := next(t, tr, "n3")
 			switch {
 			case tc.wantFull:
 				if !u.GetFull() || len(u.GetEndpoints()) != 1 {
@@ -109,7 +113,7 @@ func TestTrackerNackSendsFullState(t *testing.T) {
 	if !tr.Nacked(1) {
 		t.Fatal("the Nack of the in-flight version was ignored")
 	}
-	u := tr.Next("n2")
+	u := next(t, tr, "n2")
 	if !u.GetFull() || u.GetVersion() != 2 {
 		t.Fatalf("after a Nack %v, want the full state as version 2", u)
 	}
@@ -118,11 +122,11 @@ func TestTrackerNackSendsFullState(t *testing.T) {
 func TestTrackerWaitsForInitialState(t *testing.T) {
 	tr := NewTracker()
 	tr.Update(time.Now(), false, func(w Writer) { w.SetCluster(&federationpb.Cluster{Id: "east"}) })
-	if u := tr.Next("n"); u != nil {
+	if u := next(t, tr, "n"); u != nil {
 		t.Fatalf("sent %v before the source's initial state", u)
 	}
 	tr.Update(time.Now(), true, func(Writer) {})
-	if u := tr.Next("n"); !u.GetFull() {
+	if u := next(t, tr, "n"); !u.GetFull() {
 		t.Fatalf("got %v, want the full state", u)
 	}
 }
@@ -133,26 +137,92 @@ func BenchmarkTrackerSetEndpoints(b *testing.B) {
 	for i := range eps {
 		eps[i] = ep(fmt.Sprintf("10.0.%d.%d", i/256, i%256))
 	}
-	tr.Update(time.Now(), true, func(w Writer) { w.SetEndpoints("demo/echo", eps) })
+	tr.Update(time.Now(), true, func(w Writer) { must(b, w.SetEndpoints("demo/echo", eps)) })
 	b.ReportAllocs()
 	for b.Loop() {
-		tr.Update(time.Now(), true, func(w Writer) { w.SetEndpoints("demo/echo", eps) })
+		tr.Update(time.Now(), true, func(w Writer) { must(b, w.SetEndpoints("demo/echo", eps)) })
 	}
 }
 
-// TestTrackerSharesLocalities: the endpoints and workloads a tracker holds
-// point to one Locality per distinct value.
-func TestTrackerSharesLocalities(t *testing.T) {
-	zone := func(z string) *federationpb.Locality { return &federationpb.Locality{Region: "r1", Zone: z} }
-	a, b, c := ep("10.0.0.1"), ep("10.0.0.2"), ep("10.0.0.3")
-	a.Locality, b.Locality, c.Locality = zone("z1"), zone("z1"), zone("z2")
-	w := &federationpb.Workload{Uid: "u1", Namespace: "demo", Name: "p", Ips: []string{"10.0.0.1"}, Locality: zone("z1")}
-	tr := NewTracker()
-	tr.Update(time.Now(), true, func(wr Writer) {
-		wr.SetEndpoints("demo/echo", []*federationpb.Endpoint{a, b, c})
-		wr.PutWorkload(w)
-	})
-	if a.Locality != b.Locality || a.Locality != w.Locality || a.Locality == c.Locality || c.Locality.GetZone() != "z2" {
-		t.Errorf("localities not shared by value: %p %p %p %p", a.Locality, b.Locality, w.Locality, c.Locality)
+// TestTrackerChunks: a full update larger than the limit leaves in chunks
+// under it that together hold the whole shard.
+func TestTrackerChunks(t *testing.T) {
+	const n = 2_000
+	eps := make([]*federationpb.Endpoint, n)
+	for i := range eps {
+		eps[i] = ep(fmt.Sprintf("10.0.%d.%d", i/256, i%256))
 	}
+	tr := NewTracker()
+	tr.Update(time.Now(), true, func(w Writer) {
+		w.SetCluster(&federationpb.Cluster{Id: "east"})
+		if err := w.PutService(&federationpb.Service{Namespace: "demo", Name: "echo"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.SetEndpoints("demo/echo", eps); err != nil {
+			t.Fatal(err)
+		}
+	})
+	const maxBytes = 16 << 10
+	chunks := tr.Next("n1", maxBytes)
+	if len(chunks) < 4 {
+		t.Fatalf("%d chunks, want several", len(chunks))
+	}
+	for i, c := range chunks {
+		if size := proto.Size(c); size > maxBytes {
+			t.Errorf("chunk %d is %d bytes, over %d", i, size, maxBytes)
+		}
+	}
+	u := shardtest.Assemble(t, chunks)
+	if !u.GetFull() || u.GetCluster().GetId() != "east" || len(u.GetServices()) != 1 || len(u.GetEndpoints()) != n {
+		t.Fatalf("assembled: full=%v cluster=%v, %d services, %d endpoints", u.GetFull(), u.GetCluster(), len(u.GetServices()), len(u.GetEndpoints()))
+	}
+	got := map[string]bool{}
+	for _, e := range u.GetEndpoints() {
+		if !proto.Equal(e, ep(e.GetAddress())) {
+			t.Fatalf("endpoint %v differs from what was set", e)
+		}
+		got[e.GetAddress()] = true
+	}
+	if len(got) != n {
+		t.Errorf("%d distinct endpoints, want %d", len(got), n)
+	}
+}
+
+// TestTrackerRejectsUnencodable: an object proto cannot encode is kept
+// out, with an error naming it, and the rest of the shard is unaffected.
+func TestTrackerRejectsUnencodable(t *testing.T) {
+	tr := started(t)
+	tr.Acked(1)
+	bad := ep("10.0.0.9")
+	bad.Hostname = "\xff"
+	var errEndpoints, errWorkload error
+	tr.Update(time.Now(), true, func(w Writer) {
+		errEndpoints = w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1"), ep("10.0.0.2"), bad})
+		errWorkload = w.PutWorkload(&federationpb.Workload{Uid: "u1", Name: "\xff"})
+	})
+	if errEndpoints == nil || !strings.Contains(errEndpoints.Error(), "demo/echo/10.0.0.9") {
+		t.Errorf("SetEndpoints error %v, want one naming demo/echo/10.0.0.9", errEndpoints)
+	}
+	if errWorkload == nil || !strings.Contains(errWorkload.Error(), "u1") {
+		t.Errorf("PutWorkload error %v, want one naming u1", errWorkload)
+	}
+	if u := next(t, tr, "n2"); u != nil {
+		t.Errorf("sent %v, want nothing: only unencodable objects changed", u)
+	}
+	if _, e, w := tr.Counts(); e != 2 || w != 0 {
+		t.Errorf("%d endpoints and %d workloads, want 2 and 0", e, w)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// next returns the tracker's next update, assembled.
+func next(t *testing.T, tr *Tracker, nonce string) *federationpb.ShardUpdate {
+	t.Helper()
+	return shardtest.Assemble(t, tr.Next(nonce, 0))
 }

@@ -13,7 +13,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/spoke/shard"
 )
@@ -230,11 +229,11 @@ func (u *Uplink) session(ctx context.Context) (welcomed bool, err error) {
 
 // sendNext sends the tracker's next update, if any, in chunks.
 func (u *Uplink) sendNext(stream Stream, maxBytes int) error {
-	upd := u.t.Next(newNonce())
-	if upd == nil {
+	chunks := u.t.Next(newNonce(), maxBytes)
+	if chunks == nil {
 		return nil
 	}
-	chunks := federation.Chunk(upd, maxBytes)
+	upd := chunks[0]
 	sent := 0
 	for _, c := range chunks {
 		m := &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Update{Update: c}}

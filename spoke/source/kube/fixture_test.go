@@ -22,6 +22,7 @@ import (
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 	"github.com/meshfed/meshfed/spoke/shard"
+	"github.com/meshfed/meshfed/spoke/shard/shardtest"
 )
 
 // The fixture is a small cluster whose objects carry what a real API
@@ -284,7 +285,7 @@ func fullShard(t *testing.T, in normalize.Inputs, opts normalize.Options) *feder
 // state, with its lists sorted.
 func sortedFull(t *testing.T, tr *shard.Tracker) *federationpb.ShardUpdate {
 	t.Helper()
-	u := tr.Next("test")
+	u := shardtest.Assemble(t, tr.Next("test", 0))
 	if !u.GetFull() {
 		t.Fatalf("tracker update is not the full state: %v", u)
 	}
