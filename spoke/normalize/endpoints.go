@@ -31,7 +31,7 @@ func Endpoints(in Inputs, o Options, svc *federationpb.Service) []*federationpb.
 	eps := slices.Clone(in.EndpointSlices(svc.GetNamespace(), svc.GetName()))
 	// Merging keeps the first value of single-valued fields: make "first"
 	// independent of the order Inputs returned.
-	slices.SortFunc(eps, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(eps, func(a, b *EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
 
 	byAddress := map[netip.Addr]*federationpb.Endpoint{}
 	for _, slice := range eps {
@@ -44,10 +44,10 @@ func Endpoints(in Inputs, o Options, svc *federationpb.Service) []*federationpb.
 		ports := endpointPorts(slice.Ports)
 		for i := range slice.Endpoints {
 			e := &slice.Endpoints[i]
-			if len(e.Addresses) == 0 {
+			if e.Address == "" {
 				continue
 			}
-			addr, err := netip.ParseAddr(e.Addresses[0])
+			addr, err := netip.ParseAddr(e.Address)
 			if err != nil || addr.Zone() != "" {
 				continue
 			}
@@ -74,7 +74,7 @@ func Endpoints(in Inputs, o Options, svc *federationpb.Service) []*federationpb.
 	return out
 }
 
-func endpoint(in Inputs, clusterNetwork string, svc *federationpb.Service, sliceNamespace string, e *discoveryv1.Endpoint, addr netip.Addr, ports []*federationpb.EndpointPort) *federationpb.Endpoint {
+func endpoint(in Inputs, clusterNetwork string, svc *federationpb.Service, sliceNamespace string, e *SliceEndpoint, addr netip.Addr, ports []*federationpb.EndpointPort) *federationpb.Endpoint {
 	// Kubernetes defaults: no ready condition means ready, no serving
 	// condition means serving as ready.
 	ready := e.Conditions.Ready == nil || *e.Conditions.Ready
@@ -90,16 +90,16 @@ func endpoint(in Inputs, clusterNetwork string, svc *federationpb.Service, slice
 		Ready:       ready,
 		Serving:     serving,
 		Terminating: deref(e.Conditions.Terminating),
-		Node:        deref(e.NodeName),
-		Locality:    nodeLocality(in, deref(e.NodeName), deref(e.Zone)),
-		Hostname:    deref(e.Hostname),
+		Node:        e.Node,
+		Locality:    nodeLocality(in, e.Node, e.Zone),
+		Hostname:    e.Hostname,
 	}
 
-	ref := e.TargetRef
-	if ref == nil {
+	ref := e.Target
+	if ref == (Target{}) {
 		return ep
 	}
-	ep.Workload = &federationpb.WorkloadRef{Kind: ref.Kind, Name: ref.Name, Uid: string(ref.UID)}
+	ep.Workload = &federationpb.WorkloadRef{Kind: ref.Kind, Name: ref.Name, Uid: ref.UID}
 	if ref.Kind != "Pod" {
 		return ep
 	}

@@ -4,7 +4,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -19,7 +18,7 @@ type Inputs interface {
 	Node(name string) (*corev1.Node, bool)
 	Namespace(name string) (*corev1.Namespace, bool)
 	// EndpointSlices returns the slices labelled kubernetes.io/service-name=service.
-	EndpointSlices(namespace, service string) []*discoveryv1.EndpointSlice
+	EndpointSlices(namespace, service string) []*EndpointSlice
 	// Services lists the services of a namespace, or of all namespaces when
 	// namespace is "".
 	Services(namespace string) []*corev1.Service

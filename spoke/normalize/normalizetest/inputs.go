@@ -25,13 +25,14 @@ type Inputs struct {
 	nodes      map[string]*corev1.Node
 	namespaces map[string]*corev1.Namespace
 	slices     map[string][]*discoveryv1.EndpointSlice
+	sliceInfos map[string][]*normalize.EndpointSlice // given as such
 }
 
 var _ normalize.Inputs = (*Inputs)(nil)
 
 // NewInputs returns Inputs holding objs (Services, ServiceExports, Pods or
-// normalize.Pods, Nodes, Namespaces and EndpointSlices); it panics on other
-// types.
+// normalize.Pods, Nodes, Namespaces, and EndpointSlices or
+// normalize.EndpointSlices); it panics on other types.
 func NewInputs(objs ...metav1.Object) *Inputs {
 	in := &Inputs{
 		services:   map[string]*corev1.Service{},
@@ -41,6 +42,7 @@ func NewInputs(objs ...metav1.Object) *Inputs {
 		nodes:      map[string]*corev1.Node{},
 		namespaces: map[string]*corev1.Namespace{},
 		slices:     map[string][]*discoveryv1.EndpointSlice{},
+		sliceInfos: map[string][]*normalize.EndpointSlice{},
 	}
 	for _, o := range objs {
 		k := o.GetNamespace() + "/" + o.GetName()
@@ -60,6 +62,9 @@ func NewInputs(objs ...metav1.Object) *Inputs {
 		case *discoveryv1.EndpointSlice:
 			svc := o.Namespace + "/" + o.Labels[discoveryv1.LabelServiceName]
 			in.slices[svc] = append(in.slices[svc], o)
+		case *normalize.EndpointSlice:
+			svc := o.Namespace + "/" + o.Labels[discoveryv1.LabelServiceName]
+			in.sliceInfos[svc] = append(in.sliceInfos[svc], o)
 		default:
 			panic("unexpected object type")
 		}
@@ -102,8 +107,14 @@ func (in *Inputs) Namespace(name string) (*corev1.Namespace, bool) {
 }
 
 // EndpointSlices implements normalize.Inputs.
-func (in *Inputs) EndpointSlices(ns, svc string) []*discoveryv1.EndpointSlice {
-	return in.slices[ns+"/"+svc]
+// A discoveryv1.EndpointSlice is read afresh on each call, so that tests
+// may change it.
+func (in *Inputs) EndpointSlices(ns, svc string) []*normalize.EndpointSlice {
+	out := slices.Clone(in.sliceInfos[ns+"/"+svc])
+	for _, s := range in.slices[ns+"/"+svc] {
+		out = append(out, normalize.EndpointSliceOf(s))
+	}
+	return out
 }
 
 // Services implements normalize.Inputs.
@@ -146,5 +157,8 @@ func (in *Inputs) Delete(o metav1.Object) {
 	case *discoveryv1.EndpointSlice:
 		svc := o.Namespace + "/" + o.Labels[discoveryv1.LabelServiceName]
 		in.slices[svc] = slices.DeleteFunc(in.slices[svc], func(s *discoveryv1.EndpointSlice) bool { return s.Name == o.Name })
+	case *normalize.EndpointSlice:
+		svc := o.Namespace + "/" + o.Labels[discoveryv1.LabelServiceName]
+		in.sliceInfos[svc] = slices.DeleteFunc(in.sliceInfos[svc], func(s *normalize.EndpointSlice) bool { return s.Name == o.Name })
 	}
 }

@@ -25,7 +25,7 @@ type snapshot struct {
 	nodes      sortedObjects[*corev1.Node]
 	namespaces sortedObjects[*corev1.Namespace]
 	// EndpointSlices by namespace and kubernetes.io/service-name.
-	endpointSlices map[serviceRef][]*discoveryv1.EndpointSlice
+	endpointSlices map[serviceRef][]*normalize.EndpointSlice
 }
 
 var _ normalize.Inputs = (*snapshot)(nil)
@@ -33,7 +33,7 @@ var _ normalize.Inputs = (*snapshot)(nil)
 type serviceRef struct{ namespace, name string }
 
 func newSnapshot(objects map[key]metav1.Object) *snapshot {
-	s := &snapshot{endpointSlices: map[serviceRef][]*discoveryv1.EndpointSlice{}}
+	s := &snapshot{endpointSlices: map[serviceRef][]*normalize.EndpointSlice{}}
 	for k, o := range objects {
 		switch o := o.(type) {
 		case *corev1.Service:
@@ -49,7 +49,7 @@ func newSnapshot(objects map[key]metav1.Object) *snapshot {
 		case *discoveryv1.EndpointSlice:
 			if svc := o.Labels[discoveryv1.LabelServiceName]; svc != "" {
 				ref := serviceRef{k.namespace, svc}
-				s.endpointSlices[ref] = append(s.endpointSlices[ref], o)
+				s.endpointSlices[ref] = append(s.endpointSlices[ref], normalize.EndpointSliceOf(o))
 			}
 		}
 	}
@@ -59,7 +59,7 @@ func newSnapshot(objects map[key]metav1.Object) *snapshot {
 	s.nodes.sort()
 	s.namespaces.sort()
 	for _, eps := range s.endpointSlices {
-		slices.SortFunc(eps, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(eps, func(a, b *normalize.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return s
 }
@@ -82,7 +82,7 @@ func (s *snapshot) Namespace(name string) (*corev1.Namespace, bool) {
 	return s.namespaces.get("", name)
 }
 
-func (s *snapshot) EndpointSlices(namespace, service string) []*discoveryv1.EndpointSlice {
+func (s *snapshot) EndpointSlices(namespace, service string) []*normalize.EndpointSlice {
 	return slices.Clip(s.endpointSlices[serviceRef{namespace, service}])
 }
 

@@ -15,7 +15,7 @@ import (
 const indexServiceName = "service"
 
 func serviceNameIndex(obj any) ([]string, error) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
+	s, ok := obj.(*normalize.EndpointSlice)
 	if !ok {
 		return nil, nil
 	}
@@ -107,12 +107,12 @@ func (c *caches) Namespace(name string) (*corev1.Namespace, bool) {
 	return get[corev1.Namespace](c.namespaces, name)
 }
 
-func (c *caches) EndpointSlices(namespace, service string) []*discoveryv1.EndpointSlice {
+func (c *caches) EndpointSlices(namespace, service string) []*normalize.EndpointSlice {
 	objs, err := c.slices.ByIndex(indexServiceName, namespace+"/"+service)
 	if err != nil {
 		return nil
 	}
-	return typed[discoveryv1.EndpointSlice](objs)
+	return typed[normalize.EndpointSlice](objs)
 }
 
 func (c *caches) Services(namespace string) []*corev1.Service {

@@ -6,36 +6,26 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
-	"k8s.io/client-go/informers/internalinterfaces"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
-	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
 )
 
 // Source serves a cluster's Kubernetes API as [normalize.Inputs].
 type Source struct {
-	kube kubernetes.Interface
-	mcs  mcsclientset.Interface // nil: no ServiceExports
-	cfg  Config
-	log  *slog.Logger
+	api API
+	cfg Config
+	log *slog.Logger
 
 	clock       clock.WithTicker
 	queue       *queue
@@ -45,15 +35,15 @@ type Source struct {
 	statusSynced func(key string, updated bool, err error)
 }
 
-// New returns a source reading the cluster through kube and mcs. A nil mcs
-// watches no ServiceExports (as in a cluster without the MCS CRDs); a nil
-// log discards. Run checks cfg.
-func New(kube kubernetes.Interface, mcs mcsclientset.Interface, cfg Config, log *slog.Logger) *Source {
+// New returns a source reading the cluster through api. An api without
+// Exports watches no ServiceExports (as in a cluster without the MCS
+// CRDs); a nil log discards. Run checks cfg.
+func New(api API, cfg Config, log *slog.Logger) *Source {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Source{
-		kube: kube, mcs: mcs, cfg: cfg.WithDefaults(), log: log,
+		api: api, cfg: cfg.WithDefaults(), log: log,
 		clock: clock.RealClock{}, queue: newQueue(), statusRetry: statusRetryBase,
 	}
 }
@@ -66,9 +56,9 @@ const (
 	userAgent    = "meshfed-spoke"
 )
 
-// NewForConfig returns a source reading the API server of rc: protobuf for
-// the built-in kinds (smaller and faster to decode at the initial list),
-// JSON for the MCS custom resources. rc is not modified.
+// NewForConfig returns a source reading the API server of rc through
+// [NewAPI], with the spoke's user agent and rate limits unless rc sets
+// them. rc is not modified.
 func NewForConfig(rc *rest.Config, cfg Config, log *slog.Logger) (*Source, error) {
 	rc = rest.CopyConfig(rc)
 	if rc.UserAgent == "" {
@@ -80,17 +70,11 @@ func NewForConfig(rc *rest.Config, cfg Config, log *slog.Logger) (*Source, error
 	if rc.Burst == 0 {
 		rc.Burst = max(defaultBurst, int(2*rc.QPS))
 	}
-	mcs, err := mcsclientset.NewForConfig(rc)
+	api, err := NewAPI(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
-	rc.ContentType = runtime.ContentTypeProtobuf
-	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return New(kube, mcs, cfg, log), nil
+	return New(api, cfg, log), nil
 }
 
 // Run starts the informers, waits for their caches to sync, and calls fn
@@ -123,7 +107,7 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 	}
 	var status *statusWriter
 	if in.exports != nil {
-		status = newStatusWriter(s.mcs, in, s.cfg.Options, s.clock, s.statusRetry, s.log.With("component", "status"))
+		status = newStatusWriter(s.api.Exports, in, s.cfg.Options, s.clock, s.statusRetry, s.log.With("component", "status"))
 		status.synced = s.statusSynced
 		g.Go(func() error {
 			<-ctx.Done()
@@ -194,24 +178,17 @@ func (s *Source) next(ctx context.Context, last time.Time) ([]normalize.Change, 
 // serviceExportsServed asks the API server whether it serves v1alpha1
 // ServiceExports, retrying until it can tell or ctx ends.
 func (s *Source) serviceExportsServed(ctx context.Context) bool {
-	if s.mcs == nil {
+	if s.api.Exports == nil {
 		return false
 	}
 	gv := mcsv1alpha1.GroupVersion.String()
-	// The MCS client's discovery: it speaks JSON, as the CRDs do.
-	d := discovery.ToDiscoveryInterfaceWithContext(s.mcs.Discovery())
 	backoff := time.Second
 	for {
-		resources, err := d.ServerResourcesForGroupVersionWithContext(ctx, gv)
+		served, err := s.api.Exports.Served(ctx)
 		switch {
+		case err == nil && served:
+			return true
 		case err == nil:
-			if slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool {
-				return r.Name == mcsv1alpha1.ServiceExportPluralName
-			}) {
-				return true
-			}
-			fallthrough
-		case apierrors.IsNotFound(err):
 			s.log.Warn("the cluster serves no MCS ServiceExports; only services labelled or exported by policy are federated (restart the spoke after installing the CRD)",
 				"group_version", gv)
 			return false
@@ -240,41 +217,39 @@ func (s *Source) watch(exports bool) (*caches, []cache.SharedIndexInformer, []ca
 		idx       *cache.Indexer
 	}
 	in := &caches{}
+	informerFor := func(lw cache.ListerWatcher, obj runtime.Object, indexers cache.Indexers) cache.SharedIndexInformer {
+		return cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{Indexers: indexers})
+	}
 	all := []informer{
 		{
 			normalize.KindService,
-			coreinformers.NewServiceInformerWithOptions(s.kube, metav1.NamespaceAll, internalinterfaces.InformerOptions{Indexers: byNamespace}),
+			informerFor(s.api.Services, &corev1.Service{}, byNamespace),
 			transform(t.service), unchanged[corev1.Service], &in.services,
 		},
 		{
 			normalize.KindEndpointSlice,
-			discoveryinformers.NewEndpointSliceInformerWithOptions(s.kube, metav1.NamespaceAll, internalinterfaces.InformerOptions{
-				Indexers: cache.Indexers{indexServiceName: serviceNameIndex},
-			}),
-			transform(t.endpointSlice), unchanged[discoveryv1.EndpointSlice], &in.slices,
+			informerFor(s.api.EndpointSlices, &discoveryv1.EndpointSlice{}, cache.Indexers{indexServiceName: serviceNameIndex}),
+			transform(t.endpointSlice), unchanged[normalize.EndpointSlice], &in.slices,
 		},
 		{
 			normalize.KindPod,
-			coreinformers.NewPodInformerWithOptions(s.kube, metav1.NamespaceAll, internalinterfaces.InformerOptions{
-				// Finished pods have no workload, and a Job's can outnumber the live ones.
-				TweakListOptions: func(o *metav1.ListOptions) { o.FieldSelector = "status.phase!=Succeeded,status.phase!=Failed" },
-			}),
+			informerFor(s.api.Pods, &corev1.Pod{}, nil),
 			transform(t.pod), unchanged[normalize.Pod], &in.pods,
 		},
 		{
 			normalize.KindNode,
-			coreinformers.NewNodeInformerWithOptions(s.kube, internalinterfaces.InformerOptions{}),
+			informerFor(s.api.Nodes, &corev1.Node{}, nil),
 			transform(t.node), unchanged[corev1.Node], &in.nodes,
 		},
 		{
 			normalize.KindNamespace,
-			coreinformers.NewNamespaceInformerWithOptions(s.kube, internalinterfaces.InformerOptions{}),
+			informerFor(s.api.Namespaces, &corev1.Namespace{}, nil),
 			transform(t.namespace), unchanged[corev1.Namespace], &in.namespaces,
 		},
 	}
 	if exports {
 		all = append(all, informer{
-			normalize.KindServiceExport, s.serviceExportInformer(),
+			normalize.KindServiceExport, informerFor(s.api.Exports.ListerWatcher(), &mcsv1alpha1.ServiceExport{}, nil),
 			transform(t.serviceExport), unchanged[mcsv1alpha1.ServiceExport], &in.exports,
 		})
 	}
@@ -298,22 +273,6 @@ func (s *Source) watch(exports bool) (*caches, []cache.SharedIndexInformer, []ca
 		synced = append(synced, reg.HasSyncedChecker())
 	}
 	return in, informers, synced, nil
-}
-
-// serviceExportInformer watches v1alpha1 ServiceExports. The generated
-// informer of mcs-api predates contexts and client-go's watch-list opt-out.
-func (s *Source) serviceExportInformer() cache.SharedIndexInformer {
-	exports := s.mcs.MulticlusterV1alpha1().ServiceExports(metav1.NamespaceAll)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return exports.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return exports.Watch(ctx, o)
-		},
-	}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, s.mcs),
-		&mcsv1alpha1.ServiceExport{}, cache.SharedIndexInformerOptions{})
 }
 
 // watchErrorHandler logs what client-go's default handler logs through

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,12 +14,14 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
@@ -36,6 +39,54 @@ const waitTimeout = 20 * time.Second
 type mcsClient struct{ *mcsfake.Clientset }
 
 func (mcsClient) IsWatchListSemanticsUnSupported() bool { return true }
+
+// fakeAPI is the API over fake clientsets; a nil mcs serves no
+// ServiceExports.
+func fakeAPI(kube *kubefake.Clientset, mcs *mcsfake.Clientset) API {
+	api := API{
+		Services:       fakeListWatch(kube, kube.CoreV1().Services("").List, kube.CoreV1().Services("").Watch),
+		EndpointSlices: fakeListWatch(kube, kube.DiscoveryV1().EndpointSlices("").List, kube.DiscoveryV1().EndpointSlices("").Watch),
+		Pods:           fakeListWatch(kube, kube.CoreV1().Pods("").List, kube.CoreV1().Pods("").Watch),
+		Nodes:          fakeListWatch(kube, kube.CoreV1().Nodes().List, kube.CoreV1().Nodes().Watch),
+		Namespaces:     fakeListWatch(kube, kube.CoreV1().Namespaces().List, kube.CoreV1().Namespaces().Watch),
+	}
+	if mcs != nil {
+		api.Exports = fakeExports{mcs}
+	}
+	return api
+}
+
+func fakeListWatch[L runtime.Object](client any, list func(context.Context, metav1.ListOptions) (L, error), watch func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) },
+		WatchFuncWithContext: watch,
+	}, client)
+}
+
+// fakeExports is ExportsAPI over mcs-api's fake clientset.
+type fakeExports struct{ mcs *mcsfake.Clientset }
+
+func (e fakeExports) Served(context.Context) (bool, error) {
+	resources, err := e.mcs.Discovery().ServerResourcesForGroupVersion(mcsv1alpha1.GroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool {
+		return r.Name == mcsv1alpha1.ServiceExportPluralName
+	}), nil
+}
+
+func (e fakeExports) ListerWatcher() cache.ListerWatcher {
+	exports := e.mcs.MulticlusterV1alpha1().ServiceExports("")
+	return fakeListWatch(mcsClient{e.mcs}, exports.List, exports.Watch)
+}
+
+func (e fakeExports) UpdateStatus(ctx context.Context, se *mcsv1alpha1.ServiceExport) (*mcsv1alpha1.ServiceExport, error) {
+	return e.mcs.MulticlusterV1alpha1().ServiceExports(se.Namespace).UpdateStatus(ctx, se, metav1.UpdateOptions{FieldManager: fieldManager})
+}
 
 type update struct {
 	in      normalize.Inputs
@@ -128,7 +179,7 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 		})
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h.src = New(h.kube, mcsClient{h.mcs}, Config{Options: testOptions}, log)
+	h.src = New(fakeAPI(h.kube, h.mcs), Config{Options: testOptions}, log)
 	h.src.statusRetry = time.Millisecond
 	h.src.statusSynced = func(key string, updated bool, err error) { h.status <- statusEvent{key, updated, err} }
 	for _, o := range opts {
@@ -516,7 +567,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := (Config{}).WithDefaults().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
 	}
-	src := New(kubefake.NewClientset(), nil, Config{BatchWindow: time.Second}, nil)
+	src := New(fakeAPI(kubefake.NewClientset(), nil), Config{BatchWindow: time.Second}, nil)
 	if err := src.Run(t.Context(), func(normalize.Inputs, []normalize.Change) {}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("Run() with an invalid config = %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
-	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
 )
@@ -31,7 +30,7 @@ const (
 // API server delays status, never the shard; the work queue gives each
 // export at most one write in flight and backs off on errors.
 type statusWriter struct {
-	client mcsclientset.Interface
+	client ExportsAPI
 	in     *caches
 	opts   normalize.Options
 	clock  clock.PassiveClock
@@ -41,7 +40,7 @@ type statusWriter struct {
 	synced func(key string, updated bool, err error)
 }
 
-func newStatusWriter(client mcsclientset.Interface, in *caches, opts normalize.Options, clk clock.PassiveClock, retryBase time.Duration, log *slog.Logger) *statusWriter {
+func newStatusWriter(client ExportsAPI, in *caches, opts normalize.Options, clk clock.PassiveClock, retryBase time.Duration, log *slog.Logger) *statusWriter {
 	return &statusWriter{
 		client: client, in: in, opts: opts, clock: clk, log: log,
 		queue: workqueue.NewTypedRateLimitingQueue(
@@ -110,7 +109,7 @@ func (w *statusWriter) sync(ctx context.Context, key string) (bool, error) {
 	// update ignores everything but the status, which is kept whole.
 	se = se.DeepCopy()
 	meta.SetStatusCondition(&se.Status.Conditions, want)
-	_, err := w.client.MulticlusterV1alpha1().ServiceExports(se.Namespace).UpdateStatus(ctx, se, metav1.UpdateOptions{FieldManager: fieldManager})
+	_, err := w.client.UpdateStatus(ctx, se)
 	switch {
 	case apierrors.IsNotFound(err):
 		return false, nil // deleted meanwhile

@@ -35,26 +35,50 @@ func keysOf(k normalize.Kind) keys {
 }
 
 // transforms holds the allow-lists, computed once, and the label sets
-// pods share.
+// and strings pods and endpoints share.
 type transforms struct {
-	serviceKeys, nodeKeys, namespaceKeys, sliceKeys, exportKeys keys
-	podLabels                                                   *labelSets
+	serviceKeys, nodeKeys, namespaceKeys, exportKeys keys
+	podLabels                                        *labelSets
+	strings                                          *lru.Cache[string, string]
 }
 
 func newTransforms() *transforms {
+	strs, err := lru.New[string, string](sharedStrings)
+	if err != nil {
+		panic(err) // only for a size < 1
+	}
 	return &transforms{
 		serviceKeys:   keysOf(normalize.KindService),
 		nodeKeys:      keysOf(normalize.KindNode),
 		namespaceKeys: keysOf(normalize.KindNamespace),
-		sliceKeys:     keysOf(normalize.KindEndpointSlice),
 		exportKeys:    keysOf(normalize.KindServiceExport),
 		podLabels:     newLabelSets(podLabelSets),
+		strings:       strs,
 	}
 }
 
 // podLabelSets bounds the distinct pod label and annotation sets shared;
 // a cluster has about one per Deployment revision.
 const podLabelSets = 4096
+
+// sharedStrings bounds the distinct strings pods and endpoints share:
+// namespaces, nodes, zones, service accounts, controllers.
+const sharedStrings = 16384
+
+// share returns a string equal to s that may be shared. The decoder gives
+// every field of every object its own copy, and 100,000 pods and endpoints
+// name a few hundred nodes, namespaces and zones. A string not used lately
+// may be dropped from the table; the objects holding it keep it.
+func (t *transforms) share(s string) string {
+	if s == "" {
+		return ""
+	}
+	if shared, ok := t.strings.Get(s); ok {
+		return shared
+	}
+	t.strings.Add(s, s)
+	return s
+}
 
 // labelSets shares equal label (or annotation) maps between the objects
 // holding them: the pods of one ReplicaSet have the same allow-listed
@@ -154,6 +178,12 @@ func (t *transforms) pod(in *corev1.Pod) *normalize.Pod {
 	p := normalize.PodOf(in)
 	p.Labels = t.podLabels.share(p.Labels)
 	p.Annotations = t.podLabels.share(p.Annotations)
+	p.Namespace = t.share(p.Namespace)
+	p.Node = t.share(p.Node)
+	p.ServiceAccount = t.share(p.ServiceAccount)
+	p.ControllerKind = t.share(p.ControllerKind)
+	p.ControllerName = t.share(p.ControllerName)
+	p.Phase = corev1.PodPhase(t.share(string(p.Phase)))
 	return p
 }
 
@@ -165,35 +195,19 @@ func (t *transforms) namespace(in *corev1.Namespace) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: objectMeta(&in.ObjectMeta, t.namespaceKeys)}
 }
 
-// endpointSlice keeps the ports and, of each endpoint, the first address
-// (the only one used), conditions, hostname, node, zone and target.
-func (t *transforms) endpointSlice(in *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
-	out := &discoveryv1.EndpointSlice{
-		ObjectMeta:  objectMeta(&in.ObjectMeta, t.sliceKeys),
-		AddressType: in.AddressType,
-		Ports:       in.Ports,
+// endpointSlice keeps what normalization reads of a slice, with the
+// strings endpoints repeat shared.
+func (t *transforms) endpointSlice(in *discoveryv1.EndpointSlice) *normalize.EndpointSlice {
+	s := normalize.EndpointSliceOf(in)
+	s.Namespace = t.share(s.Namespace)
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		e.Node = t.share(e.Node)
+		e.Zone = t.share(e.Zone)
+		e.Target.Kind = t.share(e.Target.Kind)
+		e.Target.Namespace = t.share(e.Target.Namespace)
 	}
-	if len(in.Endpoints) > 0 {
-		out.Endpoints = make([]discoveryv1.Endpoint, len(in.Endpoints))
-		for i := range in.Endpoints {
-			e := &in.Endpoints[i]
-			o := discoveryv1.Endpoint{
-				Addresses:  e.Addresses,
-				Conditions: e.Conditions,
-				Hostname:   e.Hostname,
-				NodeName:   e.NodeName,
-				Zone:       e.Zone,
-			}
-			if len(o.Addresses) > 1 { // a new array: the old one would keep every address
-				o.Addresses = []string{o.Addresses[0]}
-			}
-			if r := e.TargetRef; r != nil {
-				o.TargetRef = &corev1.ObjectReference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID}
-			}
-			out.Endpoints[i] = o
-		}
-	}
-	return out
+	return s
 }
 
 // serviceExport keeps the whole status: a status update replaces it, so
