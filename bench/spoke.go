@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,7 +27,8 @@ type simSpoke struct {
 	t      *shard.Tracker
 	uplink *uplink.Uplink
 
-	pods      []pod // the cluster's endpoints, by index
+	mu        sync.Mutex // guards pods against a resync
+	pods      []pod      // the cluster's endpoints, by index
 	byService map[int][]int
 }
 
@@ -47,20 +49,39 @@ func newSimSpoke(w world, c int, hubAddr string, log *slog.Logger) (*simSpoke, e
 	for i, p := range s.pods {
 		s.byService[p.service] = append(s.byService[p.service], i)
 	}
-	var errs []error
-	s.t.Update(time.Now(), true, func(wr shard.Writer) {
-		wr.SetCluster(cluster(c))
-		for _, g := range w.exportsOf(c) {
-			errs = append(errs, wr.PutService(service(g)), wr.SetEndpoints(serviceKey(g), s.endpoints(g)))
-		}
-		for _, p := range s.pods {
-			errs = append(errs, wr.PutWorkload(p.workload(c)))
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("spoke %s: %w", clusterID(c), err)
+	s.t.Update(time.Now(), true, func(wr shard.Writer) { err = s.write(wr) })
+	if err != nil {
+		return nil, err
 	}
+	s.t.SetResync(s.resync)
 	return s, nil
+}
+
+// write writes the cluster's whole shard.
+func (s *simSpoke) write(wr shard.Writer) error {
+	var errs []error
+	wr.SetCluster(cluster(s.c))
+	for _, g := range s.w.exportsOf(s.c) {
+		errs = append(errs, wr.PutService(service(g)), wr.SetEndpoints(serviceKey(g), s.endpoints(g)))
+	}
+	for _, p := range s.pods {
+		errs = append(errs, wr.PutWorkload(p.workload(s.c)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("spoke %s: %w", clusterID(s.c), err)
+	}
+	return nil
+}
+
+// resync writes the shard anew for a hub that lost it. It runs on the
+// uplink's goroutine while the churn replaces pods: mu orders the two.
+func (s *simSpoke) resync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.t.Update(time.Now(), false, func(wr shard.Writer) {
+		wr.Reset()
+		_ = s.write(wr) // the same objects were written without error before
+	})
 }
 
 // fastReconnect lets clients and spokes come back within a second of a
@@ -82,6 +103,8 @@ func (s *simSpoke) endpoints(g int) []*federationpb.Endpoint {
 // replace swaps the cluster's i-th pod for a new one at address, as a
 // rollout does; now is when the spoke observed it.
 func (s *simSpoke) replace(i int, address, uid string, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	old := s.pods[i]
 	p := old
 	p.address, p.uid = address, uid

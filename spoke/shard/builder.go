@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshfed/meshfed/federation"
@@ -14,13 +15,17 @@ import (
 type set = map[string]struct{}
 
 // Builder renormalizes the parts of a cluster that changed and writes the
-// result to a Tracker. It is used from one goroutine (the source's).
+// result to a Tracker. It is the tracker's resync: it writes the whole
+// shard anew when the tracker asks. Its methods may be called
+// concurrently (Apply from the source, the resync from the uplink).
 type Builder struct {
 	opts normalize.Options
 	t    *Tracker
 	log  *slog.Logger
 	now  func() time.Time
 
+	mu      sync.Mutex
+	in      normalize.Inputs // the last Apply's
 	started bool
 	network string
 
@@ -41,76 +46,98 @@ type Builder struct {
 // placed is a workload's uid and node.
 type placed struct{ uid, node string }
 
-// NewBuilder returns a builder writing to t.
+// NewBuilder returns a builder writing to t, and makes it t's resync.
 func NewBuilder(opts normalize.Options, t *Tracker, log *slog.Logger) *Builder {
-	return &Builder{
+	b := &Builder{
 		opts: opts.WithDefaults(), t: t, log: log, now: time.Now,
 		svcPods: map[string][]string{}, svcNodes: map[string][]string{},
 		podSvcs: map[string][]string{}, nodeSvcs: map[string]set{},
 		podWorkload: map[string]placed{}, nodePods: map[string]set{},
 	}
+	t.SetResync(b.resync)
+	return b
 }
 
 // Apply brings the shard up to date with in, given what changed since the
 // previous call. The first call (and any call that changes the cluster's
 // network) renormalizes everything.
 func (b *Builder) Apply(in normalize.Inputs, changes []normalize.Change) {
-	b.t.Update(b.now(), true, func(w Writer) {
-		services, pods := set{}, set{}
-		network := normalize.ClusterNetwork(in, b.opts)
-		gateways := !b.started
-		if !b.started || network != b.network {
-			b.network = network
-			for _, s := range in.Services("") {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.in = in
+	b.t.Update(b.now(), true, func(w Writer) { b.apply(in, changes, w, false) })
+}
+
+// resync writes the whole shard anew from the last Apply's inputs.
+func (b *Builder) resync() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.in == nil {
+		return // nothing applied: the tracker is not synced either
+	}
+	b.t.Update(b.now(), false, func(w Writer) {
+		w.Reset()
+		b.apply(b.in, nil, w, true)
+	})
+}
+
+// apply renormalizes what changes touch, or everything when all is set
+// (or the cluster's network changed).
+func (b *Builder) apply(in normalize.Inputs, changes []normalize.Change, w Writer, all bool) {
+	services, pods := set{}, set{}
+	network := normalize.ClusterNetwork(in, b.opts)
+	gateways := !b.started || all
+	if !b.started || all || network != b.network {
+		b.network = network
+		for _, s := range in.Services("") {
+			services[s.Namespace+"/"+s.Name] = struct{}{}
+		}
+		for k := range b.svcPods {
+			services[k] = struct{}{}
+		}
+		for k := range b.podWorkload {
+			pods[k] = struct{}{}
+		}
+	}
+	b.started = true
+	for _, c := range changes {
+		key := c.Namespace + "/" + c.Name
+		switch c.Kind {
+		case normalize.KindService:
+			services[key] = struct{}{}
+			gateways = true
+		case normalize.KindServiceExport, normalize.KindEndpointSlice:
+			services[key] = struct{}{}
+		case normalize.KindPod:
+			for _, s := range b.podSvcs[key] {
+				services[s] = struct{}{}
+			}
+			pods[key] = struct{}{}
+		case normalize.KindNode:
+			addAll(services, b.nodeSvcs[c.Name])
+			addAll(pods, b.nodePods[c.Name])
+		case normalize.KindNamespace:
+			// Its network label may retag the namespace's endpoints and workloads.
+			for _, s := range in.Services(c.Name) {
 				services[s.Namespace+"/"+s.Name] = struct{}{}
 			}
-			for k := range b.svcPods {
-				services[k] = struct{}{}
-			}
 			for k := range b.podWorkload {
-				pods[k] = struct{}{}
+				if ns, _ := splitKey(k); ns == c.Name {
+					pods[k] = struct{}{}
+				}
 			}
+			gateways = gateways || c.Name == b.opts.SystemNamespace
 		}
-		b.started = true
-		for _, c := range changes {
-			key := c.Namespace + "/" + c.Name
-			switch c.Kind {
-			case normalize.KindService:
-				services[key] = struct{}{}
-				gateways = true
-			case normalize.KindServiceExport, normalize.KindEndpointSlice:
-				services[key] = struct{}{}
-			case normalize.KindPod:
-				for _, s := range b.podSvcs[key] {
-					services[s] = struct{}{}
-				}
-				pods[key] = struct{}{}
-			case normalize.KindNode:
-				addAll(services, b.nodeSvcs[c.Name])
-				addAll(pods, b.nodePods[c.Name])
-			case normalize.KindNamespace:
-				// Its network label may retag the namespace's endpoints and workloads.
-				for _, s := range in.Services(c.Name) {
-					services[s.Namespace+"/"+s.Name] = struct{}{}
-				}
-				for k := range b.podWorkload {
-					if ns, _ := splitKey(k); ns == c.Name {
-						pods[k] = struct{}{}
-					}
-				}
-				gateways = gateways || c.Name == b.opts.SystemNamespace
-			}
-		}
-		for key := range services {
-			b.syncService(in, w, key, pods)
-		}
-		for key := range pods {
-			b.syncWorkload(in, w, key)
-		}
-		if gateways || w.Cluster() == nil || w.Cluster().GetNetwork() != network {
-			b.syncCluster(in, w, network)
-		}
-	})
+	}
+	for key := range services {
+		b.syncService(in, w, key, pods)
+	}
+	for key := range pods {
+		b.syncWorkload(in, w, key)
+	}
+	if gateways || w.Cluster() == nil || w.Cluster().GetNetwork() != network {
+		b.syncCluster(in, w, network)
+	}
 }
 
 func addAll(dst, src set) {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 )
@@ -66,59 +64,62 @@ func TestBuilderFollowsChanges(t *testing.T) {
 	tr := NewTracker()
 	b := NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	b.Apply(in, nil)
-	if tr.cluster.GetNetwork() != "n1" || len(tr.services) != 1 || tr.nEndpoint != 1 || len(tr.workloads) != 1 {
-		t.Fatalf("initial shard: cluster %v, %d services, %d endpoints, %d workloads", tr.cluster, len(tr.services), tr.nEndpoint, len(tr.workloads))
+	if services, endpoints, workloads := tr.Counts(); services != 1 || endpoints != 1 || workloads != 1 {
+		t.Fatalf("initial shard: %d services, %d endpoints, %d workloads", services, endpoints, workloads)
 	}
-	endpoint := func() string {
-		for _, r := range tr.endpoints["demo/echo"] {
-			e := decode(t, r).GetEndpoints()[0]
-			return e.GetLocality().GetZone() + "|" + e.GetNetwork()
+	// sent returns the next update's endpoint and workload as zone|network,
+	// and acknowledges it.
+	sent := func() (endpoint, workload string) {
+		t.Helper()
+		u := next(t, tr, "n")
+		if u == nil {
+			t.Fatal("nothing sent")
 		}
-		return "none"
+		tr.Acked(u.GetVersion())
+		endpoint, workload = "none", "none"
+		if eps := u.GetEndpoints(); len(eps) == 1 {
+			endpoint = eps[0].GetLocality().GetZone() + "|" + eps[0].GetNetwork()
+		}
+		if wls := u.GetWorkloads(); len(wls) == 1 {
+			workload = wls[0].GetLocality().GetZone() + "|" + wls[0].GetNetwork()
+		}
+		return endpoint, workload
 	}
-	if got := endpoint(); got != "z1|" {
-		t.Fatalf("endpoint zone|network = %q", got)
+	if e, w := sent(); e != "z1|" || w != "z1|" {
+		t.Fatalf("initial endpoint and workload zone|network: %q, %q", e, w)
 	}
-	next(t, tr, "x")
-	tr.Acked(1)
 
 	// A node moved to another zone: its endpoints and workloads follow.
 	d.node.Labels["topology.kubernetes.io/zone"] = "z2"
 	b.Apply(in, []normalize.Change{{Kind: normalize.KindNode, Name: "node-a"}})
-	if got := endpoint(); got != "z2|" {
-		t.Errorf("after the node moved: %q", got)
-	}
-	for _, r := range tr.workloads {
-		if w := decode(t, r).GetWorkloads()[0]; w.GetLocality().GetZone() != "z2" {
-			t.Errorf("workload zone %q after the node moved", w.GetLocality().GetZone())
-		}
+	if e, w := sent(); e != "z2|" || w != "z2|" {
+		t.Errorf("after the node moved: %q, %q", e, w)
 	}
 
 	// A pod labelled with another network.
 	d.pod.Labels["topology.istio.io/network"] = "n2"
 	b.Apply(in, []normalize.Change{{Kind: normalize.KindPod, Namespace: "demo", Name: "echo-a"}})
-	if got := endpoint(); got != "z2|n2" {
-		t.Errorf("after the pod's network label: %q", got)
+	if e, w := sent(); e != "z2|n2" || w != "z2|n2" {
+		t.Errorf("after the pod's network label: %q, %q", e, w)
 	}
+
+	// The hub lost the shard: the builder writes it anew, as it is now.
+	tr.Reconnected(false, 0)
+	u := next(t, tr, "full")
+	if !u.GetFull() || len(u.GetServices()) != 1 || len(u.GetEndpoints()) != 1 || len(u.GetWorkloads()) != 1 ||
+		u.GetEndpoints()[0].GetNetwork() != "n2" || u.GetCluster().GetNetwork() != "n1" {
+		t.Fatalf("the full state after a reconnect: %v", u)
+	}
+	tr.Acked(u.GetVersion())
 
 	// The export goes away: the service, its endpoints and its workloads leave.
 	in.Delete(d.export)
 	b.Apply(in, []normalize.Change{{Kind: normalize.KindServiceExport, Namespace: "demo", Name: "echo"}})
-	if len(tr.services) != 0 || tr.nEndpoint != 0 || len(tr.workloads) != 0 {
-		t.Errorf("after unexport: %d services, %d endpoints, %d workloads", len(tr.services), tr.nEndpoint, len(tr.workloads))
+	if services, endpoints, workloads := tr.Counts(); services != 0 || endpoints != 0 || workloads != 0 {
+		t.Errorf("after unexport: %d services, %d endpoints, %d workloads", services, endpoints, workloads)
 	}
-	u := next(t, tr, "y")
+	u = next(t, tr, "y")
 	if len(u.GetRemovedServices()) != 1 || len(u.GetRemovedEndpoints()) != 1 || len(u.GetRemovedWorkloads()) != 1 {
 		t.Errorf("the delta after unexport: %v", u)
 	}
-}
-
-// decode returns an update holding only r.
-func decode(t *testing.T, r record) *federationpb.ShardUpdate {
-	t.Helper()
-	var u federationpb.ShardUpdate
-	if err := proto.Unmarshal([]byte(r), &u); err != nil {
-		t.Fatal(err)
-	}
-	return &u
 }

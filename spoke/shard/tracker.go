@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -36,28 +36,35 @@ type objKey struct {
 // dirty set and leave together in the next delta, which is how bursts
 // coalesce without delaying a lone change.
 //
-// The tracker keeps each service, endpoint and workload encoded, as a
-// [record], not as a message: a cluster's shard is a spoke's largest
-// structure, and its encoding is a third of the messages' size. It
-// compares encodings to find what changed and sends them as they are.
+// The tracker keeps a hash of each object's [record], not the object: a
+// cluster's shard is the spoke's largest structure, and the source's
+// caches already hold what it is made of. Changed objects wait in the
+// dirty set as records until sent. When the hub needs the whole shard
+// again (it lost the spoke's session, or rejected an update), the tracker
+// asks the shard's writer to write it anew (see [Tracker.SetResync]).
 type Tracker struct {
 	session string
+	seed    maphash.Seed
+	resync  func()
 
 	mu        sync.Mutex
 	cluster   *federationpb.Cluster
-	services  map[string]record
-	endpoints map[string]map[string]record // service key → endpoint key
+	services  map[string]uint64
+	endpoints map[string]map[string]uint64 // service key → endpoint key
 	nEndpoint int
-	workloads map[string]record
+	workloads map[string]uint64
 
-	synced       bool // the source has delivered its initial state
-	dirty        map[objKey]struct{}
+	synced bool // the source has delivered its initial state
+	// dirty holds the changed objects' records; "" for a removed one.
+	dirty map[objKey]record
+	// complete: dirty holds every object, as after a Reset (and at first).
+	complete     bool
 	clusterDirty bool
 	firstDirty   time.Time // when the oldest unsent change was made
 
 	version         uint64 // last version handed out
 	acked           uint64
-	inflight        map[objKey]struct{} // keys of the update in flight
+	inflight        map[objKey]record // the delta in flight
 	inflightCluster bool
 	inflightFull    bool
 	inflightVer     uint64 // 0 when nothing is in flight
@@ -72,13 +79,26 @@ func NewTracker() *Tracker {
 	_, _ = rand.Read(b[:])
 	return &Tracker{
 		session:   hex.EncodeToString(b[:]),
-		services:  map[string]record{},
-		endpoints: map[string]map[string]record{},
-		workloads: map[string]record{},
-		dirty:     map[objKey]struct{}{},
+		seed:      maphash.MakeSeed(),
+		services:  map[string]uint64{},
+		endpoints: map[string]map[string]uint64{},
+		workloads: map[string]uint64{},
+		dirty:     map[objKey]record{},
+		complete:  true,
 		needFull:  true,
 		changed:   make(chan struct{}, 1),
 	}
+}
+
+// SetResync sets what writes the whole shard anew: one [Tracker.Update]
+// that calls [Writer.Reset] first. The tracker calls it, from
+// [Tracker.Next] and without its lock held, when the hub needs the full
+// state after the first. [NewBuilder] sets it; a tracker without one
+// sends no full state after its first.
+func (t *Tracker) SetResync(fn func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.resync = fn
 }
 
 // Session identifies this tracker's lifetime to the hub.
@@ -120,7 +140,15 @@ func (t *Tracker) Update(now time.Time, synced bool, fn func(w Writer)) {
 	t.signal()
 }
 
-func (w Writer) mark(k kind, key string) { w.t.dirty[objKey{k, key}] = struct{}{} }
+func (w Writer) hash(r record) uint64 { return maphash.String(w.t.seed, string(r)) }
+
+// Reset forgets the shard (not the cluster's facts): what is written next
+// is the whole shard.
+func (w Writer) Reset() {
+	t := w.t
+	t.services, t.endpoints, t.workloads, t.nEndpoint = map[string]uint64{}, map[string]map[string]uint64{}, map[string]uint64{}, 0
+	t.dirty, t.complete = map[objKey]record{}, true
+}
 
 // SetCluster sets the cluster's own facts.
 func (w Writer) SetCluster(c *federationpb.Cluster) {
@@ -142,18 +170,23 @@ func (w Writer) PutService(s *federationpb.Service) error {
 		w.DeleteService(k)
 		return fmt.Errorf("service %s: %w", k, err)
 	}
-	if old, ok := w.t.services[k]; !ok || old != r {
-		w.t.services[k] = r
-		w.mark(kindService, k)
+	if h := w.hash(r); !w.same(w.t.services, k, h) {
+		w.t.services[k] = h
+		w.t.dirty[objKey{kindService, k}] = r
 	}
 	return nil
+}
+
+func (w Writer) same(m map[string]uint64, k string, h uint64) bool {
+	old, ok := m[k]
+	return ok && old == h
 }
 
 // DeleteService removes a service and its endpoints.
 func (w Writer) DeleteService(key string) {
 	if _, ok := w.t.services[key]; ok {
 		delete(w.t.services, key)
-		w.mark(kindService, key)
+		w.t.dirty[objKey{kindService, key}] = ""
 	}
 	w.SetEndpoints(key, nil) //nolint:errcheck // no endpoints, no errors
 }
@@ -162,7 +195,7 @@ func (w Writer) DeleteService(key string) {
 // cannot be encoded are left out, and returned as an error.
 func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) error {
 	old := w.t.endpoints[serviceKey]
-	next := make(map[string]record, len(eps))
+	next := make(map[string]uint64, len(eps))
 	var errs []error
 	for _, e := range eps {
 		k := federation.EndpointKey(e)
@@ -171,14 +204,15 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) er
 			errs = append(errs, fmt.Errorf("endpoint %s: %w", k, err))
 			continue
 		}
-		next[k] = r
-		if o, ok := old[k]; !ok || o != r {
-			w.mark(kindEndpoint, k)
+		h := w.hash(r)
+		next[k] = h
+		if !w.same(old, k, h) {
+			w.t.dirty[objKey{kindEndpoint, k}] = r
 		}
 	}
 	for k := range old {
 		if _, ok := next[k]; !ok {
-			w.mark(kindEndpoint, k)
+			w.t.dirty[objKey{kindEndpoint, k}] = ""
 		}
 	}
 	w.t.nEndpoint += len(next) - len(old)
@@ -199,9 +233,9 @@ func (w Writer) PutWorkload(wl *federationpb.Workload) error {
 		w.DeleteWorkload(k)
 		return fmt.Errorf("workload %s: %w", k, err)
 	}
-	if old, ok := w.t.workloads[k]; !ok || old != r {
-		w.t.workloads[k] = r
-		w.mark(kindWorkload, k)
+	if h := w.hash(r); !w.same(w.t.workloads, k, h) {
+		w.t.workloads[k] = h
+		w.t.dirty[objKey{kindWorkload, k}] = r
 	}
 	return nil
 }
@@ -210,7 +244,7 @@ func (w Writer) PutWorkload(wl *federationpb.Workload) error {
 func (w Writer) DeleteWorkload(uid string) {
 	if _, ok := w.t.workloads[uid]; ok {
 		delete(w.t.workloads, uid)
-		w.mark(kindWorkload, uid)
+		w.t.dirty[objKey{kindWorkload, uid}] = ""
 	}
 }
 
@@ -236,7 +270,12 @@ func (t *Tracker) Reconnected(resume bool, version uint64) {
 	case t.inflightFull:
 		t.needFull = true
 	case t.inflightVer != 0:
-		maps.Copy(t.dirty, t.inflight) // resend what may not have arrived
+		// Resend what may not have arrived, unless it changed since.
+		for k, r := range t.inflight {
+			if _, ok := t.dirty[k]; !ok {
+				t.dirty[k] = r
+			}
+		}
 		t.clusterDirty = t.clusterDirty || t.inflightCluster
 		if t.firstDirty.IsZero() {
 			t.firstDirty = time.Now()
@@ -256,9 +295,18 @@ func (t *Tracker) clearInflight() {
 // flight, or the source has not delivered its initial state.
 func (t *Tracker) Next(nonce string, maxBytes int) []*federationpb.ShardUpdate {
 	t.mu.Lock()
+	if t.synced && t.inflightVer == 0 && t.needFull && !t.complete && t.resync != nil {
+		resync := t.resync
+		t.mu.Unlock()
+		resync()
+		t.mu.Lock()
+	}
 	defer t.mu.Unlock()
 	if !t.synced || t.inflightVer != 0 {
 		return nil
+	}
+	if t.needFull && !t.complete {
+		return nil // no resync: nothing to send the whole shard from
 	}
 	if !t.needFull && len(t.dirty) == 0 && !t.clusterDirty {
 		return nil
@@ -272,45 +320,26 @@ func (t *Tracker) Next(nonce string, maxBytes int) []*federationpb.ShardUpdate {
 		first.Cluster = t.cluster
 	}
 	c := newChunker(first, maxBytes)
-	if t.needFull {
-		for _, r := range t.services {
+	for k, r := range t.dirty {
+		switch {
+		case r != "":
 			c.add(r)
-		}
-		for _, m := range t.endpoints {
-			for _, r := range m {
-				c.add(r)
-			}
-		}
-		for _, r := range t.workloads {
-			c.add(r)
-		}
-		t.inflightFull = true
-	} else {
-		for k := range t.dirty {
-			switch k.kind {
-			case kindService:
-				if r, ok := t.services[k.key]; ok {
-					c.add(r)
-				} else {
-					c.add(removal(fieldRemovedServices, k.key))
-				}
-			case kindEndpoint:
-				if r, ok := t.endpoints[federation.EndpointServiceKey(k.key)][k.key]; ok {
-					c.add(r)
-				} else {
-					c.add(removal(fieldRemovedEndpoints, k.key))
-				}
-			case kindWorkload:
-				if r, ok := t.workloads[k.key]; ok {
-					c.add(r)
-				} else {
-					c.add(removal(fieldRemovedWorkloads, k.key))
-				}
-			}
+		case t.needFull: // a full state lists only what is
+		case k.kind == kindService:
+			c.add(removal(fieldRemovedServices, k.key))
+		case k.kind == kindEndpoint:
+			c.add(removal(fieldRemovedEndpoints, k.key))
+		case k.kind == kindWorkload:
+			c.add(removal(fieldRemovedWorkloads, k.key))
 		}
 	}
-	t.inflight, t.inflightVer, t.inflightCluster = t.dirty, t.version, t.clusterDirty || t.needFull
-	t.dirty, t.clusterDirty, t.needFull, t.firstDirty = map[objKey]struct{}{}, false, false, time.Time{}
+	if t.needFull {
+		t.inflight, t.inflightFull = nil, true // resending it takes a resync
+	} else {
+		t.inflight = t.dirty
+	}
+	t.inflightVer, t.inflightCluster = t.version, t.clusterDirty || t.needFull
+	t.dirty, t.complete, t.clusterDirty, t.needFull, t.firstDirty = map[objKey]record{}, false, false, false, time.Time{}
 	return c.done()
 }
 

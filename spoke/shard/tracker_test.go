@@ -16,34 +16,68 @@ func ep(addr string) *federationpb.Endpoint {
 	return &federationpb.Endpoint{Namespace: "demo", Service: "echo", Address: addr, Ready: true}
 }
 
-func started(t *testing.T) *Tracker {
-	t.Helper()
-	tr := NewTracker()
-	tr.Update(time.Now(), true, func(w Writer) {
-		w.SetCluster(&federationpb.Cluster{Id: "east"})
-		must(t, w.PutService(&federationpb.Service{Namespace: "demo", Name: "echo"}))
-		must(t, w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1"), ep("10.0.0.2")}))
+// testShard is a tracker and the one service whose endpoints it tracks,
+// which it writes anew when the tracker asks (as a Builder does).
+type testShard struct {
+	*Tracker
+	t       testing.TB
+	eps     []*federationpb.Endpoint
+	resyncs int
+}
+
+func newTestShard(tb testing.TB) *testShard {
+	tb.Helper()
+	s := &testShard{Tracker: NewTracker(), t: tb}
+	s.SetResync(func() {
+		s.resyncs++
+		s.Update(time.Now(), false, func(w Writer) {
+			w.Reset()
+			s.write(w)
+		})
 	})
+	return s
+}
+
+func (s *testShard) write(w Writer) {
+	w.SetCluster(&federationpb.Cluster{Id: "east"})
+	must(s.t, w.PutService(&federationpb.Service{Namespace: "demo", Name: "echo"}))
+	must(s.t, w.SetEndpoints("demo/echo", s.eps))
+}
+
+// setEndpoints gives the service endpoints at addrs.
+func (s *testShard) setEndpoints(addrs ...string) {
+	s.eps = nil
+	for _, a := range addrs {
+		s.eps = append(s.eps, ep(a))
+	}
+	s.Update(time.Now(), true, s.write)
+}
+
+// started returns a tracker whose first update (two endpoints) is in
+// flight.
+func started(t *testing.T) *testShard {
+	t.Helper()
+	tr := newTestShard(t)
+	tr.setEndpoints("10.0.0.1", "10.0.0.2")
 	u := next(t, tr, "n1")
 	if u == nil || !u.GetFull() || len(u.GetEndpoints()) != 2 || u.GetCluster() == nil {
 		t.Fatalf("first update %v, want the full state", u)
+	}
+	if tr.resyncs != 0 {
+		t.Fatalf("%d resyncs for the first full state, want none: the tracker has it", tr.resyncs)
 	}
 	return tr
 }
 
 func TestTrackerDeltas(t *testing.T) {
 	tr := started(t)
-	tr.Update(time.Now(), true, func(w Writer) {
-		must(t, w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1"), ep("10.0.0.3")}))
-	})
+	tr.setEndpoints("10.0.0.1", "10.0.0.3")
 	if next(t, tr, "n2") != nil {
 		t.Fatal("a second update left while the first was in flight")
 	}
 	tr.Acked(1)
 	// A change made twice before sending leaves once.
-	tr.Update(time.Now(), true, func(w Writer) {
-		must(t, w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1"), ep("10.0.0.3")}))
-	})
+	tr.setEndpoints("10.0.0.1", "10.0.0.3")
 	u := next(t, tr, "n2")
 	if u.GetFull() || u.GetVersion() != 2 || len(u.GetEndpoints()) != 1 || u.GetEndpoints()[0].GetAddress() != "10.0.0.3" ||
 		len(u.GetRemovedEndpoints()) != 1 || u.GetRemovedEndpoints()[0] != "demo/echo/10.0.0.2" || u.GetObservedTime() == nil {
@@ -75,9 +109,7 @@ func TestTrackerReconnect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := started(t)
 			tr.Acked(1)
-			tr.Update(time.Now(), true, func(w Writer) {
-				must(t, w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1")}))
-			})
+			tr.setEndpoints("10.0.0.1")
 			if u := next(t, tr, "n2"); u.GetVersion() != 2 {
 				t.Fatalf("delta %v", u)
 			}
@@ -89,8 +121,12 @@ func TestTrackerReconnect(t *testing.T) {
 			u := next(t, tr, "n3")
 			switch {
 			case tc.wantFull:
-				if !u.GetFull() || len(u.GetEndpoints()) != 1 {
+				if !u.GetFull() || len(u.GetEndpoints()) != 1 || u.GetEndpoints()[0].GetAddress() != "10.0.0.1" ||
+					len(u.GetServices()) != 1 || u.GetCluster() == nil || len(u.GetRemovedEndpoints()) != 0 {
 					t.Fatalf("after reconnect %v, want the full state", u)
+				}
+				if tr.resyncs != 1 {
+					t.Errorf("%d resyncs, want 1", tr.resyncs)
 				}
 			case tc.wantKeys == 0:
 				if u != nil {
@@ -114,8 +150,22 @@ func TestTrackerNackSendsFullState(t *testing.T) {
 		t.Fatal("the Nack of the in-flight version was ignored")
 	}
 	u := next(t, tr, "n2")
-	if !u.GetFull() || u.GetVersion() != 2 {
-		t.Fatalf("after a Nack %v, want the full state as version 2", u)
+	if !u.GetFull() || u.GetVersion() != 2 || len(u.GetEndpoints()) != 2 || tr.resyncs != 1 {
+		t.Fatalf("after a Nack %v (%d resyncs), want the full state as version 2", u, tr.resyncs)
+	}
+}
+
+// TestTrackerWithoutResync: a tracker nobody can resync sends its first
+// full state, and no other.
+func TestTrackerWithoutResync(t *testing.T) {
+	tr := NewTracker()
+	tr.Update(time.Now(), true, func(w Writer) { must(t, w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1")})) })
+	if u := next(t, tr, "n1"); !u.GetFull() || len(u.GetEndpoints()) != 1 {
+		t.Fatalf("first update %v, want the full state", u)
+	}
+	tr.Reconnected(false, 0)
+	if u := next(t, tr, "n2"); u != nil {
+		t.Errorf("sent %v without a resync", u)
 	}
 }
 
@@ -222,7 +272,10 @@ func must(t testing.TB, err error) {
 }
 
 // next returns the tracker's next update, assembled.
-func next(t *testing.T, tr *Tracker, nonce string) *federationpb.ShardUpdate {
+func next(t *testing.T, tr interface {
+	Next(string, int) []*federationpb.ShardUpdate
+}, nonce string,
+) *federationpb.ShardUpdate {
 	t.Helper()
 	return shardtest.Assemble(t, tr.Next(nonce, 0))
 }
