@@ -11,9 +11,9 @@ import (
 //
 // The embedded metadata (which also lets client-go's caches key a Pod)
 // holds the name, namespace and uid, and only the labels and annotations of
-// [Keys] for [KindPod]; OwnerReferences and the rest stay empty.
+// [Keys] for [KindPod].
 type Pod struct {
-	metav1.ObjectMeta
+	Meta
 
 	// ControllerKind and ControllerName name the pod's controller, if any.
 	ControllerKind, ControllerName string
@@ -35,13 +35,7 @@ func PodOf(p *corev1.Pod) *Pod {
 	}
 	labels, annotations := Keys(KindPod)
 	out := &Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        p.Name,
-			Namespace:   p.Namespace,
-			UID:         p.UID,
-			Labels:      Only(p.Labels, labels),
-			Annotations: Only(p.Annotations, annotations),
-		},
+		Meta:           MetaOf(&p.ObjectMeta, labels, annotations),
 		ServiceAccount: p.Spec.ServiceAccountName,
 		Node:           p.Spec.NodeName,
 		HostNetwork:    p.Spec.HostNetwork,
@@ -69,13 +63,20 @@ func PodOf(p *corev1.Pod) *Pod {
 }
 
 // Only returns the entries of m under keys, or nil when there are none.
+// The map is sized to them: pods keep theirs.
 func Only(m map[string]string, keys []string) map[string]string {
-	var out map[string]string
+	n := 0
+	for _, k := range keys {
+		if _, ok := m[k]; ok {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make(map[string]string, n)
 	for _, k := range keys {
 		if v, ok := m[k]; ok {
-			if out == nil {
-				out = make(map[string]string, len(keys))
-			}
 			out[k] = v
 		}
 	}

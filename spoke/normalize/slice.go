@@ -2,7 +2,6 @@ package normalize
 
 import (
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // EndpointSlice is what normalization reads of an EndpointSlice. Sources
@@ -14,7 +13,7 @@ import (
 // The embedded metadata holds the name, namespace and the labels of [Keys]
 // for [KindEndpointSlice].
 type EndpointSlice struct {
-	metav1.ObjectMeta
+	Meta
 
 	AddressType discoveryv1.AddressType
 	Ports       []discoveryv1.EndpointPort
@@ -48,12 +47,7 @@ func EndpointSliceOf(s *discoveryv1.EndpointSlice) *EndpointSlice {
 	}
 	labels, _ := Keys(KindEndpointSlice)
 	out := &EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      s.Name,
-			Namespace: s.Namespace,
-			UID:       s.UID,
-			Labels:    Only(s.Labels, labels),
-		},
+		Meta:        MetaOf(&s.ObjectMeta, labels, nil),
 		AddressType: s.AddressType,
 		Ports:       s.Ports,
 	}

@@ -56,13 +56,52 @@ func removal(field protowire.Number, key string) record {
 	return record(protowire.AppendString(b, key))
 }
 
-// chunker packs records into updates whose encodings stay under a size.
+// Update is an update the tracker handed out: chunks whose encodings stay
+// under a size, each encoded when taken. Until then a chunk holds only
+// references to its records, and the update lets go of a chunk once it is
+// taken: a cluster's first update (its whole shard) is never in memory
+// twice.
+type Update struct {
+	version uint64
+	full    bool
+	chunks  []*federationpb.ShardUpdate // headers, until taken
+	recs    [][]record                  // each chunk's records, until taken
+}
+
+// Version is the update's version.
+func (u *Update) Version() uint64 { return u.version }
+
+// Full reports whether the update is the full state.
+func (u *Update) Full() bool { return u.full }
+
+// Len is the number of chunks.
+func (u *Update) Len() int { return len(u.chunks) }
+
+// Chunk returns chunk i with its records encoded. Each chunk can be taken
+// once: the update forgets it then (nil the second time).
+func (u *Update) Chunk(i int) *federationpb.ShardUpdate {
+	c, recs := u.chunks[i], u.recs[i]
+	u.chunks[i], u.recs[i] = nil, nil
+	if c == nil || len(recs) == 0 {
+		return c
+	}
+	n := 0
+	for _, r := range recs {
+		n += len(r)
+	}
+	raw := make([]byte, 0, n)
+	for _, r := range recs {
+		raw = append(raw, r...)
+	}
+	c.ProtoReflect().SetUnknown(raw)
+	return c
+}
+
+// chunker packs records into chunks whose encodings stay under a size.
 type chunker struct {
-	head   *federationpb.ShardUpdate // the first chunk, before its records
-	budget int                       // 0: no limit
-	out    []*federationpb.ShardUpdate
-	raw    []byte // the current chunk's records
-	size   int    // the current chunk's encoded size
+	u      *Update
+	budget int // 0: no limit
+	size   int // the current chunk's encoded size
 }
 
 // chunkOverhead leaves room for a chunk's more flag and the envelope
@@ -70,7 +109,10 @@ type chunker struct {
 const chunkOverhead = 1024
 
 func newChunker(head *federationpb.ShardUpdate, maxBytes int) *chunker {
-	c := &chunker{head: head, out: []*federationpb.ShardUpdate{head}, size: proto.Size(head)}
+	c := &chunker{
+		u:    &Update{version: head.GetVersion(), full: head.GetFull(), chunks: []*federationpb.ShardUpdate{head}, recs: [][]record{nil}},
+		size: proto.Size(head),
+	}
 	if maxBytes > 0 {
 		c.budget = max(maxBytes-chunkOverhead, 1)
 	}
@@ -80,30 +122,23 @@ func newChunker(head *federationpb.ShardUpdate, maxBytes int) *chunker {
 // add appends r to the current chunk, or to a new one when it would not
 // fit (a record larger than the budget gets a chunk of its own).
 func (c *chunker) add(r record) {
-	if c.budget > 0 && c.size+len(r) > c.budget && len(c.raw) > 0 {
-		c.flush()
-		c.out = append(c.out, &federationpb.ShardUpdate{
-			Version: c.head.GetVersion(), Nonce: c.head.GetNonce(), Full: c.head.GetFull(),
-		})
-		c.size = proto.Size(c.out[len(c.out)-1])
+	u := c.u
+	last := len(u.chunks) - 1
+	if c.budget > 0 && c.size+len(r) > c.budget && len(u.recs[last]) > 0 {
+		head := u.chunks[0]
+		u.chunks = append(u.chunks, &federationpb.ShardUpdate{Version: head.GetVersion(), Nonce: head.GetNonce(), Full: head.GetFull()})
+		u.recs = append(u.recs, nil)
+		last++
+		c.size = proto.Size(u.chunks[last])
 	}
-	c.raw = append(c.raw, r...)
+	u.recs[last] = append(u.recs[last], r)
 	c.size += len(r)
 }
 
-// flush gives the current chunk its records.
-func (c *chunker) flush() {
-	if len(c.raw) > 0 {
-		c.out[len(c.out)-1].ProtoReflect().SetUnknown(c.raw)
-		c.raw = nil
+// done returns the update, all chunks but the last with more set.
+func (c *chunker) done() *Update {
+	for _, h := range c.u.chunks[:len(c.u.chunks)-1] {
+		h.More = true
 	}
-}
-
-// done returns the chunks, all but the last with more set.
-func (c *chunker) done() []*federationpb.ShardUpdate {
-	c.flush()
-	for _, u := range c.out[:len(c.out)-1] {
-		u.More = true
-	}
-	return c.out
+	return c.u
 }

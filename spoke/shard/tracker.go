@@ -293,7 +293,7 @@ func (t *Tracker) clearInflight() {
 // under maxBytes (no limit for maxBytes <= 0), and marks it in flight. It
 // returns nil when there is nothing to send, an update is already in
 // flight, or the source has not delivered its initial state.
-func (t *Tracker) Next(nonce string, maxBytes int) []*federationpb.ShardUpdate {
+func (t *Tracker) Next(nonce string, maxBytes int) *Update {
 	t.mu.Lock()
 	if t.synced && t.inflightVer == 0 && t.needFull && !t.complete && t.resync != nil {
 		resync := t.resync

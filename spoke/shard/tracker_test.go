@@ -213,7 +213,7 @@ func TestTrackerChunks(t *testing.T) {
 		}
 	})
 	const maxBytes = 16 << 10
-	chunks := tr.Next("n1", maxBytes)
+	chunks := shardtest.Chunks(tr.Next("n1", maxBytes))
 	if len(chunks) < 4 {
 		t.Fatalf("%d chunks, want several", len(chunks))
 	}
@@ -272,10 +272,11 @@ func must(t testing.TB, err error) {
 }
 
 // next returns the tracker's next update, assembled.
-func next(t *testing.T, tr interface {
-	Next(string, int) []*federationpb.ShardUpdate
-}, nonce string,
-) *federationpb.ShardUpdate {
+func next(t *testing.T, tr interface{ Next(string, int) *Update }, nonce string) *federationpb.ShardUpdate {
 	t.Helper()
-	return shardtest.Assemble(t, tr.Next(nonce, 0))
+	u := tr.Next(nonce, 0)
+	if u == nil {
+		return nil
+	}
+	return shardtest.Assemble(t, shardtest.Chunks(u))
 }

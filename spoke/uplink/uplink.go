@@ -229,21 +229,20 @@ func (u *Uplink) session(ctx context.Context) (welcomed bool, err error) {
 
 // sendNext sends the tracker's next update, if any, in chunks.
 func (u *Uplink) sendNext(stream Stream, maxBytes int) error {
-	chunks := u.t.Next(newNonce(), maxBytes)
-	if chunks == nil {
+	upd := u.t.Next(newNonce(), maxBytes)
+	if upd == nil {
 		return nil
 	}
-	upd := chunks[0]
 	sent := 0
-	for _, c := range chunks {
-		m := &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Update{Update: c}}
+	for i := range upd.Len() {
+		m := &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Update{Update: upd.Chunk(i)}}
 		if err := stream.Send(m); err != nil {
-			return fmt.Errorf("send version %d: %w", upd.GetVersion(), err)
+			return fmt.Errorf("send version %d: %w", upd.Version(), err)
 		}
 		sent += proto.Size(m)
 	}
 	u.setStatus(func(s *Status) { s.BytesSent += int64(sent) })
-	u.log.Debug("update sent", "version", upd.GetVersion(), "full", upd.GetFull(), "chunks", len(chunks), "bytes", sent)
+	u.log.Debug("update sent", "version", upd.Version(), "full", upd.Full(), "chunks", upd.Len(), "bytes", sent)
 	return nil
 }
 

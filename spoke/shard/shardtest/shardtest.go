@@ -9,11 +9,26 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
-// Assemble returns the update that chunks (a Tracker's Next) make up,
-// decoded as the hub decodes it: the tracker sends objects pre-encoded,
-// so its chunks' own lists are empty until decoded. It returns nil for no
-// chunks, and fails t when a chunk does not belong to the first's version
-// or the last has more set.
+// Update is a shard.Update.
+type Update interface {
+	Len() int
+	Chunk(i int) *federationpb.ShardUpdate
+}
+
+// Chunks returns every chunk of u.
+func Chunks(u Update) []*federationpb.ShardUpdate {
+	out := make([]*federationpb.ShardUpdate, u.Len())
+	for i := range out {
+		out[i] = u.Chunk(i)
+	}
+	return out
+}
+
+// Assemble returns the update that chunks (those of a Tracker's Next)
+// make up, decoded as the hub decodes it: the tracker sends objects
+// pre-encoded, so its chunks' own lists are empty until decoded. It
+// returns nil for no chunks, and fails t when a chunk does not belong to
+// the first's version or the last has more set.
 func Assemble(t testing.TB, chunks []*federationpb.ShardUpdate) *federationpb.ShardUpdate {
 	t.Helper()
 	if len(chunks) == 0 {

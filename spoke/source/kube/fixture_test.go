@@ -285,7 +285,7 @@ func fullShard(t *testing.T, in normalize.Inputs, opts normalize.Options) *feder
 // state, with its lists sorted.
 func sortedFull(t *testing.T, tr *shard.Tracker) *federationpb.ShardUpdate {
 	t.Helper()
-	u := shardtest.Assemble(t, tr.Next("test", 0))
+	u := shardtest.Assemble(t, shardtest.Chunks(tr.Next("test", 0)))
 	if !u.GetFull() {
 		t.Fatalf("tracker update is not the full state: %v", u)
 	}
