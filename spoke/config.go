@@ -54,7 +54,16 @@ type Config struct {
 	// memory limit, unless GOMEMLIMIT is set (0: leave the runtime's limit
 	// alone). cmd/meshfed applies it; the spoke does not read it.
 	MemoryLimitRatio float64
+	// GCPercent is the garbage collector's target unless GOGC is set (0:
+	// Go's default, 100). cmd/meshfed applies it; the spoke does not read it.
+	GCPercent int
 }
+
+// DefaultGCPercent is the spoke's garbage collection target. A spoke runs
+// in every cluster of a fleet and is idle between changes: half of Go's
+// default headroom costs it CPU mostly during its initial sync, and saves
+// a quarter of its resident memory (BENCHMARKS.md).
+const DefaultGCPercent = 50
 
 // DefaultConfig returns the defaults. It reads the environment once, to
 // know whether the spoke runs in a pod.
@@ -69,6 +78,7 @@ func DefaultConfig() Config {
 		MaxMessageBytes:  4 << 20,
 		KeepaliveTime:    30 * time.Second,
 		MemoryLimitRatio: memlimit.DefaultRatio,
+		GCPercent:        DefaultGCPercent,
 	}
 }
 
@@ -94,6 +104,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping the hub connection when idle for this long")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, `address for /healthz and /debug/pprof/ (HTTP; keep it local; "" disables it)`)
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", c.MemoryLimitRatio, "share of the container's memory limit (cgroup) that becomes the Go soft memory limit, unless GOMEMLIMIT is set (0 turns this off)")
+	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "garbage collection target as GOGC, unless GOGC is set (0: Go's default, 100); lower trades CPU for memory")
 }
 
 // Validate reports the problems in c.
@@ -124,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.MemoryLimitRatio >= 0 && c.MemoryLimitRatio < 1) {
 		errs = append(errs, fmt.Errorf("--memory-limit-ratio %v is outside [0, 1) (0 turns it off)", c.MemoryLimitRatio))
+	}
+	if c.GCPercent < 0 {
+		errs = append(errs, fmt.Errorf("--gc-percent %d is negative (0 keeps Go's default)", c.GCPercent))
 	}
 	return errors.Join(errs...)
 }

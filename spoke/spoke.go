@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/debug"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -94,10 +95,19 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		tracker: t,
 		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder")),
 		source:  src,
-		uplink: uplink.New(uplink.Config{ClusterID: cfg.ClusterID, Build: cfg.Build, MaxMessageBytes: cfg.MaxMessageBytes},
-			t, dial, log.With("component", "uplink")),
+		uplink: uplink.New(uplink.Config{
+			ClusterID: cfg.ClusterID, Build: cfg.Build, MaxMessageBytes: cfg.MaxMessageBytes,
+			FullAcked: releaseMemory,
+		}, t, dial, log.With("component", "uplink")),
 	}, nil
 }
+
+// releaseMemory returns the heap's free memory to the operating system.
+// The spoke calls it when the hub has acknowledged a full state: building
+// and sending one (the first, or after the hub lost the shard) is the
+// spoke's largest burst, and the runtime would otherwise hand the memory
+// back only slowly.
+func releaseMemory() { debug.FreeOSMemory() }
 
 // Tracker returns the spoke's shard tracker.
 func (s *Spoke) Tracker() *shard.Tracker { return s.tracker }

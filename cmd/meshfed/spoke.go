@@ -19,7 +19,8 @@ func runSpoke(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// New has validated the ratio; set the limit before the spoke allocates.
+	// New has validated them; set them before the spoke allocates.
 	memlimit.Set(log, cfg.MemoryLimitRatio)
+	memlimit.SetGCPercent(log, cfg.GCPercent)
 	return s.Run(ctx)
 }

@@ -107,3 +107,22 @@ func parseLimit(s string) (int64, error) {
 	}
 	return int64(n), nil
 }
+
+// SetGCPercent makes percent the garbage collector's target (as GOGC
+// would), and logs what it did. It does nothing when GOGC is set or when
+// percent is 0 (Go's default, 100, stays). Call it once, at process start.
+func SetGCPercent(log *slog.Logger, percent int) {
+	setGCPercent(log, percent, debug.SetGCPercent)
+}
+
+func setGCPercent(log *slog.Logger, percent int, apply func(int) int) {
+	if v := os.Getenv("GOGC"); v != "" {
+		log.Info("garbage collection target from GOGC", "gogc", v)
+		return
+	}
+	if percent <= 0 {
+		return
+	}
+	apply(percent)
+	log.Info("garbage collection target set", "gc_percent", percent)
+}

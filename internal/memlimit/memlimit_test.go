@@ -181,3 +181,26 @@ func TestSetKeepsGOMEMLIMIT(t *testing.T) {
 		t.Errorf("Set changed the memory limit from %d to %d despite GOMEMLIMIT", before, after)
 	}
 }
+
+func TestSetGCPercent(t *testing.T) {
+	tests := []struct {
+		name    string
+		gogc    string
+		percent int
+		want    int // -1: not applied
+	}{
+		{"applied", "", 50, 50},
+		{"zero keeps Go's default", "", 0, -1},
+		{"GOGC wins", "200", 50, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOGC", tc.gogc)
+			got := -1
+			setGCPercent(slog.New(slog.DiscardHandler), tc.percent, func(p int) int { got = p; return 100 })
+			if got != tc.want {
+				t.Errorf("applied %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

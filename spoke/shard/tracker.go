@@ -343,16 +343,19 @@ func (t *Tracker) Next(nonce string, maxBytes int) *Update {
 	return c.done()
 }
 
-// Acked records the hub's Ack of a version.
-func (t *Tracker) Acked(version uint64) {
+// Acked records the hub's Ack of a version, and reports whether it
+// acknowledged a full state.
+func (t *Tracker) Acked(version uint64) (full bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if version != t.inflightVer {
-		return
+		return false
 	}
+	full = t.inflightFull
 	t.acked = version
 	t.clearInflight()
 	t.signal()
+	return full
 }
 
 // Nacked records the hub's Nack of a version. The hub keeps its last good

@@ -75,7 +75,9 @@ func TestTrackerDeltas(t *testing.T) {
 	if next(t, tr, "n2") != nil {
 		t.Fatal("a second update left while the first was in flight")
 	}
-	tr.Acked(1)
+	if !tr.Acked(1) {
+		t.Error("the Ack of the first (full) update is not reported as one of a full state")
+	}
 	// A change made twice before sending leaves once.
 	tr.setEndpoints("10.0.0.1", "10.0.0.3")
 	u := next(t, tr, "n2")
@@ -83,7 +85,9 @@ func TestTrackerDeltas(t *testing.T) {
 		len(u.GetRemovedEndpoints()) != 1 || u.GetRemovedEndpoints()[0] != "demo/echo/10.0.0.2" || u.GetObservedTime() == nil {
 		t.Fatalf("delta %v", u)
 	}
-	tr.Acked(2)
+	if tr.Acked(2) {
+		t.Error("the Ack of a delta is reported as one of a full state")
+	}
 	if next(t, tr, "n3") != nil {
 		t.Error("an update with nothing changed")
 	}

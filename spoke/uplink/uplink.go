@@ -37,6 +37,9 @@ type Config struct {
 	MinBackoff, MaxBackoff time.Duration
 	// WelcomeTimeout bounds the wait for the hub's answer to Hello.
 	WelcomeTimeout time.Duration
+	// FullAcked, when set, is called on the uplink's goroutine after the
+	// hub acknowledges a full state: the end of a burst of work.
+	FullAcked func()
 }
 
 // WithDefaults fills in zero fields.
@@ -208,7 +211,9 @@ func (u *Uplink) session(ctx context.Context) (welcomed bool, err error) {
 		case m := <-msgs:
 			switch {
 			case m.GetAck() != nil:
-				u.t.Acked(m.GetAck().GetVersion())
+				if u.t.Acked(m.GetAck().GetVersion()) && u.cfg.FullAcked != nil {
+					u.cfg.FullAcked()
+				}
 				nackBackoff = time.Second
 			case m.GetNack() != nil:
 				n := m.GetNack()

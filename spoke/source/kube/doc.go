@@ -26,6 +26,10 @@
 //   - ServiceExport status is written only when the Valid condition differs
 //     from what the object has, from one worker, retried with backoff.
 //
-// Tests use client-go's fake clientsets; a real API server needs nothing
-// more than [NewForConfig] with its rest.Config.
+// The source reads the cluster through an [API]: a ListerWatcher per kind
+// and the ServiceExport calls. [NewAPI] builds it over REST clients whose
+// scheme holds only these kinds, not client-go's clientset (which links
+// and registers every built-in API group); a real API server needs nothing
+// more than [NewForConfig] with its rest.Config. Tests build an API over
+// client-go's fake clientsets.
 package kube
