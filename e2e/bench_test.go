@@ -61,7 +61,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 				ready := i%2 == 1
 				eps[0] = proto.CloneOf(eps[0])
 				eps[0].Ready = ready
-				tr.Update(time.Now(), true, func(w shard.Writer) { w.SetEndpoints("demo/echo", eps) })
+				tr.Update(time.Now(), true, func(w shard.Writer) { must(w.SetEndpoints("demo/echo", eps)) })
 				await(b, h.reg, "the change", func(s *registry.Snapshot) bool {
 					v, ok := s.Service("demo/echo")
 					return ok && v.Clusters[0].Endpoints[0].GetReady() == ready

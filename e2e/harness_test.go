@@ -199,12 +199,20 @@ func testEndpoints(ns, svc string, n int, base int) []*federationpb.Endpoint {
 	return out
 }
 
+// must panics on err: the tests write valid objects, so an error means a
+// broken test.
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
 // fill writes a cluster with one service of n endpoints into a tracker.
 func fill(tr *shard.Tracker, cluster, network string, n int) {
 	tr.Update(time.Now(), true, func(w shard.Writer) {
 		w.SetCluster(testCluster(cluster, network))
-		w.PutService(testService("demo", "echo"))
-		w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", n, 1))
+		must(w.PutService(testService("demo", "echo")))
+		must(w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", n, 1)))
 	})
 }
 

@@ -46,8 +46,12 @@ type kubeScale struct {
 
 func (s kubeScale) endpoints() int { return s.services * s.perService }
 
-// scaleSpokeMemLimitEnv, when set, is the spoke process's GOMEMLIMIT.
-const scaleSpokeMemLimitEnv = "MESHFED_SCALE_SPOKE_GOMEMLIMIT"
+// scaleSpokeMemLimitEnv and scaleSpokeGOGCEnv, when set, are the spoke
+// process's GOMEMLIMIT and GOGC (not this process's).
+const (
+	scaleSpokeMemLimitEnv = "MESHFED_SCALE_SPOKE_GOMEMLIMIT"
+	scaleSpokeGOGCEnv     = "MESHFED_SCALE_SPOKE_GOGC"
+)
 
 // scaleCluster is the bench cluster's ID at the hub.
 const scaleCluster federation.ClusterID = "east"
@@ -108,6 +112,9 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	syncTime := time.Since(syncStart)
 	rss, hwm := scaleProcMem(b, pid)
 	gcAtSync := scaleLastGC(logPath)
+	// The spoke returns the sync's memory once the hub's Ack arrives.
+	scaleAwaitLog(b, logPath, "free heap returned to the OS", time.Minute)
+	rssReleased, _ := scaleProcMem(b, pid)
 	heapAfter := scaleHeapInuse()
 	syncBytes := scaleReceivedBytes(b, metricsURL)
 	// The spoke's heap profile, for `go tool pprof -sample_index=inuse_space`.
@@ -160,6 +167,7 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	b.ReportMetric(createTime.Seconds(), "s/create")
 	b.ReportMetric(syncTime.Seconds(), "s/initial-sync")
 	b.ReportMetric(float64(rss)/mib, "MiB-spoke-rss")
+	b.ReportMetric(float64(rssValid)/mib, "MiB-spoke-rss-steady")
 	b.ReportMetric(float64(max(hwm, hwmValid))/mib, "MiB-spoke-peak-rss")
 	b.ReportMetric(syncBytes, "bytes/initial-sync")
 	b.ReportMetric(delta, "bytes/change")
@@ -170,11 +178,12 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 		"| cluster | %d services (%d namespaces), %d endpoints, %d pods, %d nodes |\n"+
 		"|---|---|\n"+
 		"| objects created (%d API requests, 32 workers) | %v (%.0f req/s) |\n"+
-		"| spoke: %s (GOMEMLIMIT %q) |\n"+
+		"| spoke: %s (GOMEMLIMIT %q, GOGC %q) |\n"+
 		"| initial sync: spoke start → hub has every endpoint | %v |\n"+
 		"| initial sync bytes (hub received) | %.0f B (%.1f B/endpoint) |\n"+
 		"| spoke RSS after sync (VmRSS) / peak (VmHWM) | %.1f MiB / %.1f MiB |\n"+
 		"| spoke's last GC before the RSS reading (gctrace; A->B->C MB: heap at GC start, at GC end, live) | %s |\n"+
+		"| spoke RSS once it returned the sync's free heap to the OS | %.1f MiB |\n"+
 		"| spoke RSS after exports valid / peak | %.1f MiB / %.1f MiB |\n"+
 		"| test process heap in use, after sync − before spoke (hub + registry; the spoke is another process) | %+.1f MiB |\n"+
 		"| all ServiceExports Valid, after sync | %v |\n"+
@@ -182,10 +191,10 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 		"| endpoint change: latency, median (min–max) of %d | %v (%v–%v) |",
 		sc.services, sc.namespaces, sc.endpoints(), sc.endpoints(), sc.nodes,
 		objects, createTime.Round(time.Millisecond), float64(objects)/createTime.Seconds(),
-		scaleCachesSyncedLine(logPath), os.Getenv(scaleSpokeMemLimitEnv),
+		scaleCachesSyncedLine(logPath), os.Getenv(scaleSpokeMemLimitEnv), os.Getenv(scaleSpokeGOGCEnv),
 		syncTime.Round(time.Millisecond),
 		syncBytes, syncBytes/float64(sc.endpoints()),
-		float64(rss)/mib, float64(hwm)/mib, gcAtSync,
+		float64(rss)/mib, float64(hwm)/mib, gcAtSync, float64(rssReleased)/mib,
 		float64(rssValid)/mib, float64(hwmValid)/mib,
 		float64(int64(heapAfter)-int64(heapBefore))/mib,
 		validTime.Round(time.Millisecond),
@@ -358,6 +367,9 @@ func scaleRunSpoke(b *testing.B, bin, logPath string, args ...string) int {
 	// --memory-limit-ratio of the cgroup's limit), for this process only.
 	if limit := os.Getenv(scaleSpokeMemLimitEnv); limit != "" {
 		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+limit)
+	}
+	if gogc := os.Getenv(scaleSpokeGOGCEnv); gogc != "" {
+		cmd.Env = append(cmd.Env, "GOGC="+gogc)
 	}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
@@ -547,6 +559,23 @@ func scaleLogTail(logPath string) string {
 }
 
 // scaleLastGC is the spoke's last gctrace line so far.
+// scaleAwaitLog waits until the spoke's log has a line containing s.
+func scaleAwaitLog(b *testing.B, logPath, s string, timeout time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if data, _ := os.ReadFile(logPath); bytes.Contains(data, []byte(s)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no %q in the spoke's log after %v:\n%s", s, timeout, scaleLogTail(logPath))
+		}
+		<-tick.C
+	}
+}
+
 func scaleLastGC(logPath string) string {
 	data, _ := os.ReadFile(logPath)
 	last := "(none)"

@@ -24,7 +24,7 @@ func TestSyncAckAndDelta(t *testing.T) {
 
 	await(t, h.reg, "initial sync", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 3 })
 	tr.Update(time.Now(), true, func(w shard.Writer) {
-		w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", 2, 1))
+		must(w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", 2, 1)))
 	})
 	await(t, h.reg, "delta", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 2 })
 
@@ -196,7 +196,7 @@ func TestSyncReconnectResumes(t *testing.T) {
 	waitFor(t, "the uplink to reconnect", func() bool { return u.Status().Reconnects > 0 })
 	// A change made meanwhile travels as a delta after the resume.
 	tr.Update(time.Now(), true, func(w shard.Writer) {
-		w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", 49, 1))
+		must(w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", 49, 1)))
 	})
 	await(t, h.reg, "the change after reconnecting", func(s *registry.Snapshot) bool {
 		return len(endpointsOf(s, "demo/echo", "east")) == 49

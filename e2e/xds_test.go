@@ -80,8 +80,8 @@ func (f *xdsFleet) setEndpoints(id, network, zone string, gateways []*federation
 	}
 	f.trackers[id].Update(time.Now(), true, func(w shard.Writer) {
 		w.SetCluster(&federationpb.Cluster{Id: id, Network: network, Gateways: gateways})
-		w.PutService(testService("demo", "echo"))
-		w.SetEndpoints("demo/echo", eps)
+		must(w.PutService(testService("demo", "echo")))
+		must(w.SetEndpoints("demo/echo", eps))
 	})
 }
 

@@ -49,10 +49,10 @@ func (f *xdsFleet) setPods(id, network string, gateways []*federationpb.Gateway,
 	}
 	f.trackers[id].Update(time.Now(), true, func(w shard.Writer) {
 		w.SetCluster(&federationpb.Cluster{Id: id, Network: network, TrustDomain: "cluster.local", Gateways: gateways})
-		w.PutService(svc)
-		w.SetEndpoints("demo/echo", eps)
+		must(w.PutService(svc))
+		must(w.SetEndpoints("demo/echo", eps))
 		for _, wl := range wls {
-			w.PutWorkload(wl)
+			must(w.PutWorkload(wl))
 		}
 		// Pods no longer listed go away.
 		for i := len(pods); i < 8; i++ {

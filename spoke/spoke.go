@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"runtime/debug"
 
 	"golang.org/x/sync/errgroup"
@@ -97,7 +98,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		source:  src,
 		uplink: uplink.New(uplink.Config{
 			ClusterID: cfg.ClusterID, Build: cfg.Build, MaxMessageBytes: cfg.MaxMessageBytes,
-			FullAcked: releaseMemory,
+			FullAcked: func() { releaseMemory(log) },
 		}, t, dial, log.With("component", "uplink")),
 	}, nil
 }
@@ -107,7 +108,12 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 // and sending one (the first, or after the hub lost the shard) is the
 // spoke's largest burst, and the runtime would otherwise hand the memory
 // back only slowly.
-func releaseMemory() { debug.FreeOSMemory() }
+func releaseMemory(log *slog.Logger) {
+	debug.FreeOSMemory()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	log.Info("hub has the full state; free heap returned to the OS", "heap_in_use", m.HeapInuse, "heap_released", m.HeapReleased)
+}
 
 // Tracker returns the spoke's shard tracker.
 func (s *Spoke) Tracker() *shard.Tracker { return s.tracker }
