@@ -13,8 +13,9 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/meshfed.
+build: ## Build bin/meshfed and bin/meshfed-spoke (the spoke alone, for clusters).
 	$(GO) build -o $(BIN)/meshfed ./cmd/meshfed
+	$(GO) build -o $(BIN)/meshfed-spoke ./cmd/meshfed-spoke
 
 .PHONY: test
 test: test-assets ## Run every test with the race detector.

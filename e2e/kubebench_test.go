@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,6 +52,9 @@ func (s kubeScale) endpoints() int { return s.services * s.perService }
 const (
 	scaleSpokeMemLimitEnv = "MESHFED_SCALE_SPOKE_GOMEMLIMIT"
 	scaleSpokeGOGCEnv     = "MESHFED_SCALE_SPOKE_GOGC"
+	// scaleSpokeCmdEnv picks the spoke's binary: meshfed-spoke (the
+	// default) or meshfed.
+	scaleSpokeCmdEnv = "MESHFED_SCALE_SPOKE_CMD"
 )
 
 // scaleCluster is the bench cluster's ID at the hub.
@@ -74,11 +78,22 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	b.ReportAllocs()
 	ctx := b.Context()
 
-	// Build the spoke's binary while the API server starts and fills.
-	bin := filepath.Join(b.TempDir(), "meshfed")
+	// Build the spoke's binary while the API server starts and fills:
+	// meshfed-spoke, or meshfed (run as `meshfed spoke`) when
+	// MESHFED_SCALE_SPOKE_CMD=meshfed.
+	command := cmp.Or(os.Getenv(scaleSpokeCmdEnv), "meshfed-spoke")
+	var spokeArgs []string
+	switch command {
+	case "meshfed-spoke":
+	case "meshfed":
+		spokeArgs = []string{"spoke"}
+	default:
+		b.Fatalf("%s=%q: want meshfed-spoke or meshfed", scaleSpokeCmdEnv, command)
+	}
+	bin := filepath.Join(b.TempDir(), command)
 	built := make(chan error, 1)
 	go func() {
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/meshfed/meshfed/cmd/meshfed").CombinedOutput()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/meshfed/meshfed/cmd/"+command).CombinedOutput()
 		if err != nil {
 			err = fmt.Errorf("go build: %w\n%s", err, out)
 		}
@@ -103,9 +118,9 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	syncStart := time.Now()
 	logPath := filepath.Join(b.TempDir(), "spoke.log")
 	debugAddr := scaleFreeAddr(b)
-	pid := scaleRunSpoke(b, bin, logPath, "spoke", "--kubeconfig", c.Kubeconfig, "--hub", h.FederationAddr().String(),
+	pid := scaleRunSpoke(b, bin, logPath, append(spokeArgs, "--kubeconfig", c.Kubeconfig, "--hub", h.FederationAddr().String(),
 		"--insecure", "--cluster-id", string(scaleCluster), "--network", "net-east", "--log-level", "info",
-		"--debug-addr", debugAddr)
+		"--debug-addr", debugAddr)...)
 	synced := scaleAwait(b, reg, 5*time.Minute, logPath, "the initial sync", func(s *registry.Snapshot) bool {
 		return scaleEndpointCount(s) == sc.endpoints()
 	})
@@ -178,7 +193,7 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 		"| cluster | %d services (%d namespaces), %d endpoints, %d pods, %d nodes |\n"+
 		"|---|---|\n"+
 		"| objects created (%d API requests, 32 workers) | %v (%.0f req/s) |\n"+
-		"| spoke: %s (GOMEMLIMIT %q, GOGC %q) |\n"+
+		"| spoke (%s): %s (GOMEMLIMIT %q, GOGC %q) |\n"+
 		"| initial sync: spoke start → hub has every endpoint | %v |\n"+
 		"| initial sync bytes (hub received) | %.0f B (%.1f B/endpoint) |\n"+
 		"| spoke RSS after sync (VmRSS) / peak (VmHWM) | %.1f MiB / %.1f MiB |\n"+
@@ -191,7 +206,7 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 		"| endpoint change: latency, median (min–max) of %d | %v (%v–%v) |",
 		sc.services, sc.namespaces, sc.endpoints(), sc.endpoints(), sc.nodes,
 		objects, createTime.Round(time.Millisecond), float64(objects)/createTime.Seconds(),
-		scaleCachesSyncedLine(logPath), os.Getenv(scaleSpokeMemLimitEnv), os.Getenv(scaleSpokeGOGCEnv),
+		strings.Join(append([]string{command}, spokeArgs...), " "), scaleCachesSyncedLine(logPath), os.Getenv(scaleSpokeMemLimitEnv), os.Getenv(scaleSpokeGOGCEnv),
 		syncTime.Round(time.Millisecond),
 		syncBytes, syncBytes/float64(sc.endpoints()),
 		float64(rss)/mib, float64(hwm)/mib, gcAtSync, float64(rssReleased)/mib,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshfed/meshfed/bench"
 	"github.com/meshfed/meshfed/hub"
+	"github.com/meshfed/meshfed/internal/cli"
 )
 
 const benchUsage = `Usage:
@@ -31,7 +32,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if slices.ContainsFunc(args, func(a string) bool { return a == "--short" || a == "-short" || a == "--short=true" }) {
 		cfg = bench.ShortConfig()
 	}
-	fs := newFlagSet("bench", stderr)
+	fs := cli.NewFlagSet("meshfed bench", stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage+"\nFlags:\n")
 		fs.PrintDefaults()
@@ -139,7 +140,7 @@ func parseMix(s string, total int) (bench.Mix, error) {
 
 func runBaselineHub(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := hub.DefaultConfig()
-	log, err := parseCommand("bench baseline-hub", args, stderr, cfg.AddFlags)
+	log, err := cli.ParseCommand("meshfed bench baseline-hub", args, stderr, cfg.AddFlags)
 	if err != nil {
 		return err
 	}

@@ -6,11 +6,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/pki"
 )
 
 func runCerts(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("certs", stderr)
+	fs := cli.NewFlagSet("meshfed certs", stderr)
 	dir := fs.String("dir", "certs", "directory to write the CA and certificates to")
 	td := fs.String("trust-domain", "cluster.local", "trust domain of the identities")
 	clusters := fs.String("clusters", "east,west", "comma-separated cluster IDs to issue spoke certificates for")

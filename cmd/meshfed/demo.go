@@ -18,6 +18,7 @@ import (
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/echo"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/tcpproxy"
@@ -30,18 +31,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(args) > 0 && args[0] == "client" {
 		return runDemoClient(ctx, args[1:], stdout, stderr)
 	}
-	fset := newFlagSet("demo", stderr)
+	fset := cli.NewFlagSet("meshfed demo", stderr)
 	dir := fset.String("dir", "", "working directory for the manifests and certificates (default: a new temporary one)")
 	fedAddr := fset.String("federation-addr", "127.0.0.1:9443", "the hub's federation address")
 	debugAddr := fset.String("debug-addr", "127.0.0.1:8080", "the hub's debug address")
 	xdsAddr := fset.String("xds-addr", "127.0.0.1:15010", "the hub's xDS address")
-	var lf logFlags
-	lf.add(fset)
-	lf.level = "warn"
+	lf := cli.LogFlags{Level: "warn"}
+	lf.Add(fset)
 	if err := fset.Parse(args); err != nil {
 		return err
 	}
-	log, err := lf.logger(stderr)
+	log, err := lf.Logger(stderr)
 	if err != nil {
 		return err
 	}

@@ -14,13 +14,14 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/xds"
 
+	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/echo"
 )
 
 // runDemoClient is a proxyless gRPC client that finds echo through the
 // hub's xDS server alone and prints which cluster answers each call.
 func runDemoClient(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("demo client", stderr)
+	fs := cli.NewFlagSet("meshfed demo client", stderr)
 	xdsAddr := fs.String("xds-addr", "127.0.0.1:15010", "the hub's xDS address")
 	target := fs.String("target", "xds:///echo.demo.svc.cluster.local:8080", "the service to call")
 	cluster := fs.String("cluster", "east", "the cluster this client runs in (node metadata CLUSTER_ID)")

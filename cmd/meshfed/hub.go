@@ -5,12 +5,13 @@ import (
 	"io"
 
 	"github.com/meshfed/meshfed/hub"
+	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/memlimit"
 )
 
 func runHub(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := hub.DefaultConfig()
-	log, err := parseCommand("hub", args, stderr, cfg.AddFlags)
+	log, err := cli.ParseCommand("meshfed hub", args, stderr, cfg.AddFlags)
 	if err != nil {
 		return err
 	}

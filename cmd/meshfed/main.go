@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -70,50 +69,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
-}
-
-// logFlags declares the logging flags shared by the long-running commands.
-type logFlags struct {
-	level  string
-	format string
-}
-
-func (l *logFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&l.level, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&l.format, "log-format", "text", "text or json")
-}
-
-func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(l.level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch l.format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	default:
-		return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
-	}
-}
-
-// parseCommand parses the flags a long-running command's config adds, and
-// the logging flags, and returns the logger they configure.
-func parseCommand(name string, args []string, stderr io.Writer, addFlags func(*flag.FlagSet)) (*slog.Logger, error) {
-	var lf logFlags
-	fs := newFlagSet(name, stderr)
-	addFlags(fs)
-	lf.add(fs)
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	return lf.logger(stderr)
-}
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("meshfed "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
 }

@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/meshfed/meshfed/hub/debug"
+	"github.com/meshfed/meshfed/internal/cli"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", stderr)
+	fs := cli.NewFlagSet("meshfed status", stderr)
 	addr := fs.String("debug-addr", "127.0.0.1:8080", "the hub's debug address")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestRunTakesMeshfedsArguments: `meshfed-spoke spoke ...` parses as
+// `meshfed-spoke ...` (and `meshfed spoke ...`).
+func TestRunTakesMeshfedsArguments(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"spoke", "-h"}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), args, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("run(%q) = %v, want flag.ErrHelp", args, err)
+		}
+		if !strings.Contains(stderr.String(), "Usage of meshfed-spoke") || !strings.Contains(stderr.String(), "-gc-percent") {
+			t.Errorf("run(%q) printed no spoke usage:\n%s", args, stderr.String())
+		}
+	}
+	var stdout bytes.Buffer
+	if err := run(t.Context(), []string{"spoke", "version"}, &stdout, &bytes.Buffer{}); err != nil || stdout.String() != "meshfed-spoke dev\n" {
+		t.Errorf("version: %q, %v", stdout.String(), err)
+	}
+}
+
+// TestLinksOnlyTheSpoke guards what makes this binary small: none of the
+// hub's code, and of client-go only what the spoke's REST clients need
+// (the clientset and discovery client register every API group).
+func TestLinksOnlyTheSpoke(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	denied := []string{
+		"github.com/meshfed/meshfed/hub",
+		"github.com/meshfed/meshfed/xds",
+		"github.com/meshfed/meshfed/bench",
+		"github.com/envoyproxy/",
+		"k8s.io/client-go/kubernetes",
+		"k8s.io/client-go/discovery",
+		"sigs.k8s.io/mcs-api/pkg/client",
+	}
+	groups := 0
+	for pkg := range strings.Lines(string(out)) {
+		pkg = strings.TrimSpace(pkg)
+		for _, d := range denied {
+			if strings.HasPrefix(pkg, d) {
+				t.Errorf("meshfed-spoke links %s", pkg)
+			}
+		}
+		if strings.HasPrefix(pkg, "k8s.io/api/") {
+			groups++
+		}
+	}
+	if groups > 3 { // core/v1, discovery/v1 and what they import
+		t.Errorf("meshfed-spoke links %d k8s.io/api packages, want at most 3", groups)
+	}
+}

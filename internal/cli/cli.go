@@ -1,0 +1,68 @@
+// Package cli holds what meshfed's commands share on the command line: the
+// flag set they parse and the logging flags of the long-running ones.
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+)
+
+// LogFlags declares the logging flags shared by the long-running commands.
+type LogFlags struct {
+	Level  string
+	Format string
+}
+
+// Add declares the flags on fs, with the defaults "info" and "text" unless
+// l already holds others.
+func (l *LogFlags) Add(fs *flag.FlagSet) {
+	if l.Level == "" {
+		l.Level = "info"
+	}
+	if l.Format == "" {
+		l.Format = "text"
+	}
+	fs.StringVar(&l.Level, "log-level", l.Level, "debug, info, warn or error")
+	fs.StringVar(&l.Format, "log-format", l.Format, "text or json")
+}
+
+// Logger returns the logger the flags configure, writing to w.
+func (l *LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.Format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", l.Format)
+	}
+}
+
+// ParseCommand parses the flags a long-running command's config adds, and
+// the logging flags, and returns the logger they configure. name is the
+// command as typed ("meshfed hub").
+func ParseCommand(name string, args []string, stderr io.Writer, addFlags func(*flag.FlagSet)) (*slog.Logger, error) {
+	var lf LogFlags
+	fs := NewFlagSet(name, stderr)
+	addFlags(fs)
+	lf.Add(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return lf.Logger(stderr)
+}
+
+// NewFlagSet returns a flag set named name that reports errors instead of
+// exiting, and writes usage to stderr.
+func NewFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
