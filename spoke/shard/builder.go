@@ -29,18 +29,18 @@ type Builder struct {
 	started bool
 	network string
 
-	// What each exported service's endpoints reference, so that a Pod or
-	// Node change renormalizes exactly the services it affects.
-	// A pod is behind one service or a few: its services are a slice, not
-	// a set (a map per pod would cost as much as its workload).
-	svcPods  map[string][]string // service key → pod keys
-	svcNodes map[string][]string // service key → node names
-	podSvcs  map[string][]string // pod key → service keys, without duplicates
-	nodeSvcs map[string]set      // node name → service keys
+	// The pods each exported service's endpoints reference, so that a Pod
+	// change renormalizes exactly the services it affects. A pod is behind
+	// one service or a few: its services are a slice, not a set (a map per
+	// pod would cost as much as its workload). Node changes are not
+	// indexed: they are rare (the caches drop status-only updates), and
+	// finding what is on a node scans the shard's endpoints and workloads
+	// once, where indexes would cost every pod ~100 bytes for good.
+	svcPods map[string][]string // exported service key with endpoints → pod keys
+	podSvcs map[string][]string // pod key → service keys, without duplicates
 
 	// Workloads are the pods behind exported services' endpoints.
 	podWorkload map[string]placed // pod key → its workload in the shard
-	nodePods    map[string]set    // node name → pod keys with workloads
 }
 
 // placed is a workload's uid and node.
@@ -50,9 +50,8 @@ type placed struct{ uid, node string }
 func NewBuilder(opts normalize.Options, t *Tracker, log *slog.Logger) *Builder {
 	b := &Builder{
 		opts: opts.WithDefaults(), t: t, log: log, now: time.Now,
-		svcPods: map[string][]string{}, svcNodes: map[string][]string{},
-		podSvcs: map[string][]string{}, nodeSvcs: map[string]set{},
-		podWorkload: map[string]placed{}, nodePods: map[string]set{},
+		svcPods: map[string][]string{}, podSvcs: map[string][]string{},
+		podWorkload: map[string]placed{},
 	}
 	t.SetResync(b.resync)
 	return b
@@ -114,8 +113,7 @@ func (b *Builder) apply(in normalize.Inputs, changes []normalize.Change, w Write
 			}
 			pods[key] = struct{}{}
 		case normalize.KindNode:
-			addAll(services, b.nodeSvcs[c.Name])
-			addAll(pods, b.nodePods[c.Name])
+			b.onNode(in, c.Name, services, pods)
 		case normalize.KindNamespace:
 			// Its network label may retag the namespace's endpoints and workloads.
 			for _, s := range in.Services(c.Name) {
@@ -140,9 +138,21 @@ func (b *Builder) apply(in normalize.Inputs, changes []normalize.Change, w Write
 	}
 }
 
-func addAll(dst, src set) {
-	for k := range src {
-		dst[k] = struct{}{}
+// onNode adds to services and pods those whose endpoints or workloads are
+// on node: its labels are their locality.
+func (b *Builder) onNode(in normalize.Inputs, node string, services, pods set) {
+	for key := range b.svcPods {
+		ns, name := splitKey(key)
+		if slices.ContainsFunc(in.EndpointSlices(ns, name), func(s *normalize.EndpointSlice) bool {
+			return slices.ContainsFunc(s.Endpoints, func(e normalize.SliceEndpoint) bool { return e.Node == node })
+		}) {
+			services[key] = struct{}{}
+		}
+	}
+	for key, p := range b.podWorkload {
+		if p.node == node {
+			pods[key] = struct{}{}
+		}
 	}
 }
 
@@ -197,13 +207,10 @@ func (b *Builder) syncService(in normalize.Inputs, w Writer, key string, pods se
 		w.DeleteService(key)
 	}
 
-	var podKeys, nodes []string
+	var podKeys []string
 	for _, e := range eps {
 		if ref := e.GetWorkload(); ref.GetKind() == "Pod" && ref.GetName() != "" {
 			podKeys = append(podKeys, e.GetNamespace()+"/"+ref.GetName())
-		}
-		if e.GetNode() != "" {
-			nodes = append(nodes, e.GetNode())
 		}
 	}
 	for _, p := range b.svcPods[key] {
@@ -214,29 +221,16 @@ func (b *Builder) syncService(in normalize.Inputs, w Writer, key string, pods se
 		}
 		pods[p] = struct{}{}
 	}
-	for _, n := range b.svcNodes[key] {
-		delete(b.nodeSvcs[n], key)
-		if len(b.nodeSvcs[n]) == 0 {
-			delete(b.nodeSvcs, n)
-		}
-	}
 	for _, p := range podKeys {
 		if svcs := b.podSvcs[p]; !slices.Contains(svcs, key) {
 			b.podSvcs[p] = append(svcs, key)
 		}
 		pods[p] = struct{}{}
 	}
-	for _, n := range nodes {
-		if b.nodeSvcs[n] == nil {
-			b.nodeSvcs[n] = set{}
-		}
-		b.nodeSvcs[n][key] = struct{}{}
-	}
-	if len(podKeys) == 0 && len(nodes) == 0 {
+	if len(eps) == 0 {
 		delete(b.svcPods, key)
-		delete(b.svcNodes, key)
 	} else {
-		b.svcPods[key], b.svcNodes[key] = podKeys, nodes
+		b.svcPods[key] = podKeys
 	}
 }
 
@@ -260,8 +254,6 @@ func (b *Builder) syncWorkload(in normalize.Inputs, w Writer, key string) {
 	if ok && (wl == nil || wl.GetUid() != old.uid) {
 		w.DeleteWorkload(old.uid)
 		delete(b.podWorkload, key)
-		b.unplace(key, old.node)
-		old = placed{}
 	}
 	if wl == nil {
 		return
@@ -269,28 +261,7 @@ func (b *Builder) syncWorkload(in normalize.Inputs, w Writer, key string) {
 	if err := w.PutWorkload(wl); err != nil {
 		b.log.Warn("workload skipped: it cannot be encoded", "pod", key, "err", err)
 		delete(b.podWorkload, key)
-		b.unplace(key, old.node)
 		return
 	}
 	b.podWorkload[key] = placed{wl.GetUid(), wl.GetNode()}
-	if old.node != wl.GetNode() {
-		b.unplace(key, old.node)
-	}
-	if wl.GetNode() != "" {
-		if b.nodePods[wl.GetNode()] == nil {
-			b.nodePods[wl.GetNode()] = set{}
-		}
-		b.nodePods[wl.GetNode()][key] = struct{}{}
-	}
-}
-
-// unplace forgets that a pod's workload is on node.
-func (b *Builder) unplace(podKey, node string) {
-	if node == "" {
-		return
-	}
-	delete(b.nodePods[node], podKey)
-	if len(b.nodePods[node]) == 0 {
-		delete(b.nodePods, node)
-	}
 }
