@@ -86,7 +86,8 @@ func (b *Builder) apply(in normalize.Inputs, changes []normalize.Change, w Write
 	services, pods := set{}, set{}
 	network := normalize.ClusterNetwork(in, b.opts)
 	gateways := !b.started || all
-	if !b.started || all || network != b.network {
+	full := !b.started || all || network != b.network
+	if full {
 		b.network = network
 		for _, s := range in.Services("") {
 			services[s.Namespace+"/"+s.Name] = struct{}{}
@@ -113,7 +114,9 @@ func (b *Builder) apply(in normalize.Inputs, changes []normalize.Change, w Write
 			}
 			pods[key] = struct{}{}
 		case normalize.KindNode:
-			b.onNode(in, c.Name, services, pods)
+			if !full { // a full pass has every service and pod already
+				b.onNode(in, c.Name, services, pods)
+			}
 		case normalize.KindNamespace:
 			// Its network label may retag the namespace's endpoints and workloads.
 			for _, s := range in.Services(c.Name) {
