@@ -91,6 +91,17 @@ func (h *memHub) received() []*federationpb.ShardUpdate {
 	return append([]*federationpb.ShardUpdate(nil), h.chunks...)
 }
 
+// fullChunks counts the chunks of full updates the hub has received.
+func (h *memHub) fullChunks() int {
+	n := 0
+	for _, c := range h.received() {
+		if c.GetFull() {
+			n++
+		}
+	}
+	return n
+}
+
 // killableDialer opens streams that a test can break, as a network fault.
 type killableDialer struct {
 	client federationpb.FederationClient

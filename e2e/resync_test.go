@@ -80,13 +80,7 @@ func TestSyncHubLostTheShard(t *testing.T) {
 		{Kind: normalize.KindPod, Namespace: "demo", Name: fmt.Sprintf("echo-%d", n-1)},
 	})
 	await(t, second.reg, "the change after the resync", func(s *registry.Snapshot) bool { return whole(s, n-1) })
-	fulls := 0
-	for _, c := range second.received() {
-		if c.GetFull() {
-			fulls++
-		}
-	}
-	if fulls != 1 {
-		t.Errorf("the second hub received %d full updates, want 1", fulls)
+	if fulls := second.fullChunks(); fulls != 1 {
+		t.Errorf("the second hub received %d chunks of full updates, want 1", fulls)
 	}
 }

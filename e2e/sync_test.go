@@ -205,14 +205,8 @@ func TestSyncReconnectResumes(t *testing.T) {
 	if st.Reconnects == 0 || !st.Resumed {
 		t.Errorf("uplink status %+v: want a reconnect that resumed", st)
 	}
-	fulls := 0
-	for _, c := range h.received() {
-		if c.GetFull() {
-			fulls++
-		}
-	}
-	if fulls != 1 {
-		t.Errorf("the hub received %d full updates, want 1 (the resume sends a delta)", fulls)
+	if fulls := h.fullChunks(); fulls != 1 {
+		t.Errorf("the hub received %d chunks of full updates, want 1 (the resume sends a delta)", fulls)
 	}
 }
 
