@@ -80,11 +80,11 @@ func NewAPI(rc *rest.Config) (API, error) {
 		if contentType == runtime.ContentTypeProtobuf {
 			c.AcceptContentTypes += "," + runtime.ContentTypeJSON
 		}
-		rc, err := rest.RESTClientForConfigAndClient(c, httpClient)
+		restClient, err := rest.RESTClientForConfigAndClient(c, httpClient)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client for %s: %w", gv, err)
 		}
-		return rc, nil
+		return restClient, nil
 	}
 	core, err := client(corev1.SchemeGroupVersion, corev1.AddToScheme, runtime.ContentTypeProtobuf)
 	if err != nil {
