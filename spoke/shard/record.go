@@ -36,18 +36,13 @@ func shardUpdateField(name protoreflect.Name) protowire.Number {
 	return f.Number()
 }
 
-// encode returns the record of m as an element of field. It fails for
-// messages proto.Marshal rejects (strings that are not UTF-8).
-func encode(field protowire.Number, m proto.Message) (record, error) {
+// appendRecord appends the record of m as an element of field to b. It
+// fails for messages proto.Marshal rejects (strings that are not UTF-8).
+func appendRecord(b []byte, field protowire.Number, m proto.Message) ([]byte, error) {
 	n := proto.Size(m)
-	b := make([]byte, 0, protowire.SizeTag(field)+protowire.SizeBytes(n))
 	b = protowire.AppendTag(b, field, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(n))
-	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
-	if err != nil {
-		return "", err
-	}
-	return record(b), nil
+	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
 }
 
 // removal returns the record of a removed object's key.

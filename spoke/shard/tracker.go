@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshfed/meshfed/federation"
@@ -53,6 +55,10 @@ type Tracker struct {
 	endpoints map[string]map[string]uint64 // service key → endpoint key
 	nEndpoint int
 	workloads map[string]uint64
+
+	// scratch is where objects are encoded to be hashed: a record is
+	// allocated only for an object that changed.
+	scratch []byte
 
 	synced bool // the source has delivered its initial state
 	// dirty holds the changed objects' records; "" for a removed one.
@@ -140,7 +146,21 @@ func (t *Tracker) Update(now time.Time, synced bool, fn func(w Writer)) {
 	t.signal()
 }
 
-func (w Writer) hash(r record) uint64 { return maphash.String(w.t.seed, string(r)) }
+// diff encodes m, the object k, as an element of field and returns its
+// hash; unless prev (its hash so far, when had) is the same, it marks k
+// dirty with the record.
+func (w Writer) diff(k objKey, field protowire.Number, m proto.Message, prev uint64, had bool) (uint64, error) {
+	b, err := appendRecord(w.t.scratch[:0], field, m)
+	w.t.scratch = b[:0]
+	if err != nil {
+		return 0, err
+	}
+	h := maphash.Bytes(w.t.seed, b)
+	if !had || h != prev {
+		w.t.dirty[k] = record(b)
+	}
+	return h, nil
+}
 
 // Reset forgets the shard (not the cluster's facts): what is written next
 // is the whole shard.
@@ -165,21 +185,14 @@ func (w Writer) Cluster() *federationpb.Cluster { return w.t.cluster }
 // the service out of the shard, when the service cannot be encoded.
 func (w Writer) PutService(s *federationpb.Service) error {
 	k := federation.KeyOfService(s)
-	r, err := encode(fieldServices, s)
+	prev, had := w.t.services[k]
+	h, err := w.diff(objKey{kindService, k}, fieldServices, s, prev, had)
 	if err != nil {
 		w.DeleteService(k)
 		return fmt.Errorf("service %s: %w", k, err)
 	}
-	if h := w.hash(r); !w.same(w.t.services, k, h) {
-		w.t.services[k] = h
-		w.t.dirty[objKey{kindService, k}] = r
-	}
+	w.t.services[k] = h
 	return nil
-}
-
-func (w Writer) same(m map[string]uint64, k string, h uint64) bool {
-	old, ok := m[k]
-	return ok && old == h
 }
 
 // DeleteService removes a service and its endpoints.
@@ -199,16 +212,13 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) er
 	var errs []error
 	for _, e := range eps {
 		k := federation.EndpointKey(e)
-		r, err := encode(fieldEndpoints, e)
+		prev, had := old[k]
+		h, err := w.diff(objKey{kindEndpoint, k}, fieldEndpoints, e, prev, had)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("endpoint %s: %w", k, err))
 			continue
 		}
-		h := w.hash(r)
 		next[k] = h
-		if !w.same(old, k, h) {
-			w.t.dirty[objKey{kindEndpoint, k}] = r
-		}
 	}
 	for k := range old {
 		if _, ok := next[k]; !ok {
@@ -228,15 +238,13 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) er
 // the workload out of the shard, when the workload cannot be encoded.
 func (w Writer) PutWorkload(wl *federationpb.Workload) error {
 	k := federation.KeyOfWorkload(wl)
-	r, err := encode(fieldWorkloads, wl)
+	prev, had := w.t.workloads[k]
+	h, err := w.diff(objKey{kindWorkload, k}, fieldWorkloads, wl, prev, had)
 	if err != nil {
 		w.DeleteWorkload(k)
 		return fmt.Errorf("workload %s: %w", k, err)
 	}
-	if h := w.hash(r); !w.same(w.t.workloads, k, h) {
-		w.t.workloads[k] = h
-		w.t.dirty[objKey{kindWorkload, k}] = r
-	}
+	w.t.workloads[k] = h
 	return nil
 }
 
