@@ -86,8 +86,8 @@ func (b *Builder) apply(in normalize.Inputs, changes []normalize.Change, w Write
 	services, pods := set{}, set{}
 	network := normalize.ClusterNetwork(in, b.opts)
 	gateways := !b.started || all
-	full := !b.started || all || network != b.network
-	if full {
+	if !b.started || all || network != b.network {
+		// Everything: what changed is in it.
 		b.network = network
 		for _, s := range in.Services("") {
 			services[s.Namespace+"/"+s.Name] = struct{}{}
@@ -98,6 +98,7 @@ func (b *Builder) apply(in normalize.Inputs, changes []normalize.Change, w Write
 		for k := range b.podWorkload {
 			pods[k] = struct{}{}
 		}
+		changes = nil
 	}
 	b.started = true
 	for _, c := range changes {
@@ -114,9 +115,7 @@ func (b *Builder) apply(in normalize.Inputs, changes []normalize.Change, w Write
 			}
 			pods[key] = struct{}{}
 		case normalize.KindNode:
-			if !full { // a full pass has every service and pod already
-				b.onNode(in, c.Name, services, pods)
-			}
+			b.onNode(in, c.Name, services, pods)
 		case normalize.KindNamespace:
 			// Its network label may retag the namespace's endpoints and workloads.
 			for _, s := range in.Services(c.Name) {
