@@ -7,29 +7,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/spoke"
 )
 
 // build is set by the linker (-X main.build=...).
 var build = "dev"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "meshfed-spoke:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("meshfed-spoke", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "spoke" {

@@ -4,12 +4,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/meshfed/meshfed/internal/cli"
 )
 
 // build is set by the linker (-X main.build=...).
@@ -30,15 +28,7 @@ Usage:
 Run 'meshfed <command> -h' for a command's flags.
 `
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "meshfed:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("meshfed", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
