@@ -127,9 +127,15 @@ func (e restExports) Served(ctx context.Context) (bool, error) {
 	if err := json.Unmarshal(raw, &resources); err != nil {
 		return false, fmt.Errorf("discovery of %s: %w", gv, err)
 	}
+	return listsExports(&resources), nil
+}
+
+// listsExports reports whether a group version's resources include
+// ServiceExports.
+func listsExports(resources *metav1.APIResourceList) bool {
 	return slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool {
 		return r.Name == mcsv1alpha1.ServiceExportPluralName
-	}), nil
+	})
 }
 
 func (e restExports) ListerWatcher() cache.ListerWatcher {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -74,9 +73,7 @@ func (e fakeExports) Served(context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool {
-		return r.Name == mcsv1alpha1.ServiceExportPluralName
-	}), nil
+	return listsExports(resources), nil
 }
 
 func (e fakeExports) ListerWatcher() cache.ListerWatcher {
