@@ -81,7 +81,8 @@ gen: $(PLUGINS) ## Generate code from the protos (needs protoc).
 		$(PROTOS)
 
 .PHONY: verify
-verify: gen ## Fail when generated code or go.mod drift from the sources.
+verify: gen ## Fail when generated code or go.mod drift from the sources, or git tracks a build output.
+	@hack/check-tracked.sh
 	$(GO) mod tidy
 	cd tools && $(GO) mod tidy
 	@git diff --exit-code -- . || { echo "generated code or go.mod out of date: run 'make gen' and 'go mod tidy'" >&2; exit 1; }
