@@ -36,8 +36,8 @@ type Config struct {
 	ProfileDir string
 }
 
-// DefaultConfig is the full-size run: 100 clusters, 100,000
-// endpoints, 1,000 clients, 200 changes per second.
+// DefaultConfig is the full-size run BENCHMARKS.md reports: 100 clusters,
+// 100,000 endpoints, 1,000 clients, 200 changes per second.
 func DefaultConfig() Config {
 	return Config{
 		Clusters: 100, Services: 10, Endpoints: 1000, Replicas: 2,

@@ -60,10 +60,10 @@ const (
 // scaleCluster is the bench cluster's ID at the hub.
 const scaleCluster federation.ClusterID = "east"
 
-// BenchmarkKubeSpokeScale (issue #3) runs a spoke, as its own process,
-// against one real API server holding 5,000 exported services, 50,000
-// endpoints in EndpointSlices, 50,000 ready pods and 500 nodes, created
-// before the spoke starts, and an in-process hub. It measures the initial
+// BenchmarkKubeSpokeScale runs a spoke, as its own process, against one
+// real API server holding 5,000 exported services, 50,000 endpoints in
+// EndpointSlices, 50,000 ready pods and 500 nodes, created before the
+// spoke starts, and an in-process hub. It measures the initial
 // sync (spoke start → the hub's registry holds every endpoint), the spoke's
 // RSS after it, the bytes of the initial sync and of one endpoint change
 // (the hub's meshfed_hub_shard_received_bytes_total), and the latency of an
@@ -113,7 +113,7 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	metricsURL := "http://" + h.DebugAddr().String() + "/metrics"
 	heapBefore := scaleHeapInuse()
 
-	// The spoke, as `meshfed spoke`, until the benchmark ends.
+	// The spoke process, until the benchmark ends.
 	b.ResetTimer()
 	syncStart := time.Now()
 	logPath := filepath.Join(b.TempDir(), "spoke.log")
@@ -365,7 +365,7 @@ func scaleHub(b *testing.B) *hub.Hub {
 	return h
 }
 
-// scaleRunSpoke starts the meshfed binary with args, its output in
+// scaleRunSpoke starts the spoke's binary with args, its output in
 // logPath, and stops it (SIGTERM, then SIGKILL after 30 s) when the
 // benchmark ends. It returns the process ID.
 func scaleRunSpoke(b *testing.B, bin, logPath string, args ...string) int {

@@ -34,9 +34,9 @@ import (
 	"github.com/meshfed/meshfed/xds/resources"
 )
 
-// The clusterset of issue #4: 10 clusters on one network, each exporting
-// the same 100 services with 10 endpoints: 10,000 endpoints, 100 per
-// service. Each proxy subscribes to 5 services.
+// The fan-out benchmark's clusterset: 10 clusters on one network, each
+// exporting the same 100 services with 10 endpoints: 10,000 endpoints, 100
+// per service. Each proxy subscribes to 5 services.
 const (
 	fanoutClusters      = 10
 	fanoutServices      = 100
@@ -101,7 +101,7 @@ type fanoutResult struct {
 }
 
 // BenchmarkXDSFanout measures the fan-out of endpoint changes to P
-// proxyless-gRPC-like ADS clients over loopback gRPC (issue #4), for
+// proxyless-gRPC-like ADS clients over loopback gRPC, for
 // meshfed's xDS server and for a baseline: go-control-plane's snapshot
 // cache with one snapshot per node, all rebuilt and set on every change.
 //

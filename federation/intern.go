@@ -11,12 +11,12 @@ import (
 // share memory: decoding (or normalizing) gives every message its own
 // Locality, port list and strings, though a cluster has a few zones,
 // namespaces, services and nodes, and the endpoints of a service the same
-// ports. At 100,000 endpoints with their workloads that was a third of the
-// hub's heap. Shared parts are safe only where stored messages are never
-// modified, as in the hub's registry and the spoke's tracker. An Interner
-// grows with the distinct values it has seen: start a new one when its
-// owner starts over (the registry does at each full update). Not safe for
-// concurrent use.
+// ports. At 100,000 endpoints with their workloads those copies would be a
+// third of the hub's heap. Shared parts are safe only where stored
+// messages are never modified, as in the hub's registry and the spoke's
+// tracker. An Interner grows with the distinct values it has seen: start a
+// new one when its owner starts over (the registry does at each full
+// update). Not safe for concurrent use.
 type Interner struct {
 	strings    map[string]string
 	localities map[localityKey]*federationpb.Locality

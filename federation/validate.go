@@ -52,8 +52,8 @@ type validator struct {
 	err       *ValidationError
 	// checks, when set, remembers the outcome of the syntax checks of
 	// values that repeat across an update's objects (namespaces, nodes,
-	// localities, labels): they were most of the cost of validating a
-	// cluster's first shard.
+	// localities, labels): checked anew for every object, they would be
+	// most of the cost of validating a cluster's first shard.
 	checks map[checked][]string
 }
 
@@ -312,7 +312,7 @@ func validateEndpoint(e *federationpb.Endpoint, key string, checks map[checked][
 			break
 		}
 		// Field names only for the error: a Sprintf per port per endpoint
-		// was a measurable part of validating a shard.
+		// would be a measurable part of validating a shard.
 		pv := &validator{kind: v.kind, key: v.key, checks: v.checks}
 		if p.GetName() != "" {
 			pv.errs(".name", pv.check(checkDNSLabel, p.GetName()))

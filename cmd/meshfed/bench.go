@@ -21,7 +21,7 @@ const benchUsage = `Usage:
                                      (the hub's flags; its xDS is go-control-plane's SnapshotCache)
 `
 
-// runBench runs the load harness (issue #6): C simulated spokes, P xDS
+// runBench runs the load harness (BENCHMARKS.md): C simulated spokes, P xDS
 // clients and churn against a `meshfed hub` process, then the same against
 // the baseline, and prints the figures with their ratios.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
