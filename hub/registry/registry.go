@@ -27,6 +27,9 @@ type Registry struct {
 
 	mu     sync.Mutex // serialises writers; readers use current
 	shards map[federation.ClusterID]*shard
+	// statusChanged is closed, and replaced, when a cluster's status
+	// changes: a connection without data publishes no snapshot.
+	statusChanged chan struct{}
 
 	current atomic.Pointer[Snapshot]
 }
@@ -36,7 +39,7 @@ func New(limits Limits, now func() time.Time) *Registry {
 	if now == nil {
 		now = time.Now
 	}
-	r := &Registry{limits: limits, now: now, shards: map[federation.ClusterID]*shard{}}
+	r := &Registry{limits: limits, now: now, shards: map[federation.ClusterID]*shard{}, statusChanged: make(chan struct{})}
 	r.current.Store(emptySnapshot())
 	return r
 }
@@ -144,8 +147,25 @@ type ClusterStatus struct {
 
 // Status returns every cluster's status, sorted by ID.
 func (r *Registry) Status() []ClusterStatus {
+	st, _ := r.WatchStatus()
+	return st
+}
+
+// WatchStatus returns every cluster's status, sorted by ID, and a channel
+// closed when it next changes.
+func (r *Registry) WatchStatus() ([]ClusterStatus, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.statusLocked(), r.statusChanged
+}
+
+// statusChangedLocked wakes the status watchers. Callers hold r.mu.
+func (r *Registry) statusChangedLocked() {
+	close(r.statusChanged)
+	r.statusChanged = make(chan struct{})
+}
+
+func (r *Registry) statusLocked() []ClusterStatus {
 	out := make([]ClusterStatus, 0, len(r.shards))
 	for _, s := range r.shards {
 		st := s.status
@@ -191,6 +211,7 @@ func (r *Registry) Connect(id federation.ClusterID, build string) *Conn {
 	s.status.Connected = true
 	s.status.ConnectedSince = r.now()
 	s.status.Build = build
+	r.statusChangedLocked()
 	if s.cluster != nil {
 		r.publishLocked(changeSet{cluster: id, clusters: true})
 	}
@@ -224,6 +245,7 @@ func (c *Conn) Close() {
 	s.gen++ // nothing can write through c any more
 	s.status.Connected = false
 	s.status.DisconnectedAt = c.r.now()
+	c.r.statusChangedLocked()
 	if s.cluster != nil {
 		c.r.publishLocked(changeSet{cluster: c.id, clusters: true})
 	}
@@ -252,6 +274,7 @@ func (c *Conn) RecordNack(reason string) {
 		s.status.LastNack = c.r.now()
 		s.status.LastNackReason = reason
 		s.status.Nacks++
+		c.r.statusChangedLocked()
 	}
 }
 
@@ -308,6 +331,7 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 	s.session = session
 	s.version = u.GetVersion()
 	s.status.LastAck = r.now()
+	r.statusChangedLocked()
 	r.publishLocked(changes)
 	return nil
 }
