@@ -101,7 +101,10 @@ func addresses(t *testing.T, r *discovery.Resource) []string {
 // waitServed waits until the hub's xDS cache serves a resource.
 func (f *xdsFleet) waitServed(t *testing.T, typeURL, view, name string) {
 	t.Helper()
-	waitFor(t, name+" in the xDS cache", func() bool { return slices.Contains(f.hub.XDS().Cache().Names(typeURL, view), name) })
+	waitFor(t, name+" in the xDS cache", func() bool {
+		_, ok := f.hub.XDS().Resources(typeURL, view)[name]
+		return ok
+	})
 }
 
 func TestXDSDelta(t *testing.T) {
@@ -177,7 +180,7 @@ func TestXDSDelta(t *testing.T) {
 	// Wait for this content: a push sends CDS before it updates EDS, so the
 	// old assignment can still be there for a moment.
 	waitFor(t, "echo's two endpoints in the xDS cache", func() bool {
-		return f.hub.XDS().Cache().Version(resourcev3.EndpointType, view, echoCluster) == edsVersion
+		return f.hub.XDS().Resources(resourcev3.EndpointType, view)[echoCluster] == edsVersion
 	})
 	d2 := openDelta(t, addr)
 	d2.send(&discovery.DeltaDiscoveryRequest{

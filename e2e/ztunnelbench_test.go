@@ -220,7 +220,7 @@ func BenchmarkWorkloadAPI(b *testing.B) {
 	}
 	z.srv = srv
 	runAt := time.Now()
-	g.Go(func() error { return srv.Run(ctx, fanoutSnapshot{reg.Current()}) })
+	g.Go(func() error { return srv.Run(ctx, serveFrom(reg)) })
 	z.warmUp(ctx, b)
 	z.report["serve-ms"] = ms(time.Since(runAt))
 
@@ -349,11 +349,12 @@ func (z *zbBench) syncFirst(ctx context.Context, b *testing.B, g *errgroup.Group
 	z.report["sync1-ms"] = ms(z.st.synced[0].Sub(t0))
 	z.report["sync1-bytes"] = float64(first.bytes.Load())
 	z.report["sync1-resources"] = float64(first.initial)
-	if got := len(z.srv.Cache().Names(xds.AddressType, zbNetworks[0])); got != want {
+	served := z.srv.Resources(xds.AddressType, zbNetworks[0])
+	if got := len(served); got != want {
 		b.Fatalf("the hub's %s set has %d addresses, want %d", zbNetworks[0], got, want)
 	}
 	for _, name := range []string{zbSplitName(1, 0), zbWorkloadKey(zbPod{})} {
-		if z.srv.Cache().Version(xds.AddressType, zbNetworks[0], name) == "" {
+		if served[name] == "" {
 			b.Fatalf("the hub's %s set has no %s", zbNetworks[0], name)
 		}
 	}
@@ -414,7 +415,7 @@ func (r *zbRun) begin(b *testing.B, z *zbBench) {
 	b.Helper()
 	runtime.GC()
 	runtime.ReadMemStats(&r.ms0)
-	r.bytes0, r.resp0, r.enc0 = z.bytes(), z.st.responses.Load(), z.srv.Cache().Encodes()
+	r.bytes0, r.resp0, r.enc0 = z.bytes(), z.st.responses.Load(), encodesOf(b, z.metrics)
 	r.pushes0, r.pushTime0 = pushSeconds(b, z.metrics)
 	r.cpu0 = cpuTime(b)
 	r.start = time.Now()
@@ -445,7 +446,7 @@ func (r *zbRun) end(ctx context.Context, b *testing.B, z *zbBench, suffix string
 		"p99-ms":           ms(r.latencies[(len(r.latencies)*99+99)/100-1]),
 		"cpu-ms/change":    ms(cpu) / n,
 		"allocs/change":    float64(ms1.Mallocs-r.ms0.Mallocs) / n,
-		"encodes/change":   float64(z.srv.Cache().Encodes()-r.enc0) / n,
+		"encodes/change":   float64(encodesOf(b, z.metrics)-r.enc0) / n,
 		"bytes/change":     float64(z.bytes()-r.bytes0) / n,
 		"responses/change": float64(z.st.responses.Load()-r.resp0) / n,
 	}

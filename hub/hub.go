@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/debug"
@@ -24,7 +25,10 @@ import (
 	"github.com/meshfed/meshfed/xds"
 )
 
-// snapshotView adapts registry snapshots to the read-only view xds declares.
+// XDSSnapshot adapts a registry snapshot (and those that follow it) to the
+// read-only view xds declares, so that xds never imports the hub.
+func XDSSnapshot(s *registry.Snapshot) xds.Snapshot { return snapshotView{s} }
+
 type snapshotView struct{ *registry.Snapshot }
 
 var _ xds.Snapshot = snapshotView{}
@@ -86,7 +90,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		return nil, fmt.Errorf("federation listener: %w", err)
 	}
 	if cfg.XDSAddr != "" {
-		if h.xds, err = newXDS(cfg, reg, promReg, log); err != nil {
+		if h.xds, err = newXDS(cfg, promReg, log); err != nil {
 			_ = h.fedLis.Close()
 			return nil, err
 		}
@@ -99,6 +103,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		extra := map[string]http.Handler{}
 		if h.xds != nil {
 			extra["GET /debug/proxies"] = h.xds.ProxiesHandler()
+			extra["GET /debug/xds"] = h.xds.SetsHandler()
 		}
 		h.http = &http.Server{
 			// Ready even while warming up: spokes reach the hub through the
@@ -110,14 +115,9 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	return h, nil
 }
 
-func newXDS(cfg Config, reg *registry.Registry, promReg prometheus.Registerer, log *slog.Logger) (*xds.Server, error) {
+func newXDS(cfg Config, promReg prometheus.Registerer, log *slog.Logger) (*xds.Server, error) {
 	xcfg := xds.Config{
 		Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: cfg.XDSMaxMessageBytes, TrustDomain: cfg.TrustDomain,
-	}
-	if cfg.XDSWarmUp > 0 {
-		xcfg.Warm = func(ctx context.Context, _ xds.Snapshot) xds.Snapshot {
-			return snapshotView{warmUp(ctx, reg, cfg.XDSWarmUpQuiet, cfg.XDSWarmUp, log.With("component", "warmup"))}
-		}
 	}
 	var err error
 	switch {
@@ -175,7 +175,13 @@ func (h *Hub) Run(ctx context.Context) error {
 		})
 	}
 	if h.xds != nil {
-		g.Go(func() error { return h.xds.Run(ctx, snapshotView{h.registry.Current()}) })
+		// The xDS server serves nothing until the registry is warm.
+		first := make(chan xds.Snapshot, 1)
+		g.Go(func() error {
+			first <- snapshotView{warmUp(ctx, h.registry, h.cfg.XDSWarmUpQuiet, h.cfg.XDSWarmUp, clock.RealClock{}, h.log.With("component", "warmup"))}
+			return nil
+		})
+		g.Go(func() error { return h.xds.Run(ctx, first) })
 	}
 	g.Go(func() error {
 		<-ctx.Done()

@@ -3,8 +3,12 @@ package hub
 import (
 	"io"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/registry"
@@ -34,7 +38,7 @@ func TestWarmUpWaitsForConnectedSpokes(t *testing.T) {
 	}
 	west := reg.Connect("west", "s")
 	done := make(chan *registry.Snapshot)
-	go func() { done <- warmUp(t.Context(), reg, 20*time.Millisecond, time.Hour, quietLog) }()
+	go func() { done <- warmUp(t.Context(), reg, 20*time.Millisecond, time.Hour, clock.RealClock{}, quietLog) }()
 	if err := west.Apply("s", shard("west")); err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +55,68 @@ func TestWarmUpWaitsForConnectedSpokes(t *testing.T) {
 // TestWarmUpGivesUp: with no spoke, the warm-up ends at its limit.
 func TestWarmUpGivesUp(t *testing.T) {
 	reg := registry.New(registry.Limits{}, nil)
-	if snap := warmUp(t.Context(), reg, time.Hour, 50*time.Millisecond, quietLog); len(snap.Clusters()) != 0 {
+	if snap := warmUp(t.Context(), reg, time.Hour, 50*time.Millisecond, clock.RealClock{}, quietLog); len(snap.Clusters()) != 0 {
 		t.Errorf("clusters %v, want none", snap.Clusters())
 	}
-	if snap := warmUp(t.Context(), reg, time.Hour, 0, quietLog); snap != reg.Current() {
+	if snap := warmUp(t.Context(), reg, time.Hour, 0, clock.RealClock{}, quietLog); snap != reg.Current() {
 		t.Error("a warm-up of 0 did not return at once with the current snapshot")
+	}
+}
+
+// TestWarmUpFollowsStatus drives the warm-up with a fake clock: it waits
+// as long as a connected spoke has not sent its shard, restarts its quiet
+// time when another spoke connects, and serves once the quiet time passes
+// with every connected spoke synced.
+func TestWarmUpFollowsStatus(t *testing.T) {
+	reg := registry.New(registry.Limits{}, nil)
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	const quiet = time.Second
+	if err := reg.Connect("east", "s").Apply("s", shard("east")); err != nil {
+		t.Fatal(err)
+	}
+	west := reg.Connect("west", "s")
+	done := make(chan *registry.Snapshot, 1)
+	go func() { done <- warmUp(t.Context(), reg, quiet, time.Hour, clk, quietLog) }()
+	awaitWaiters(t, clk, 1) // the deadline alone: west has sent nothing
+	clk.Step(10 * quiet)
+	if len(done) != 0 {
+		t.Fatal("warm with a connected spoke that has not sent its shard")
+	}
+
+	if err := west.Apply("s", shard("west")); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaiters(t, clk, 2) // the deadline and the quiet time
+	clk.Step(quiet / 2)
+	north := reg.Connect("north", "s") // connects during the quiet time
+	awaitWaiters(t, clk, 1)
+	if err := north.Apply("s", shard("north")); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaiters(t, clk, 2)
+	clk.Step(quiet / 2)
+	if len(done) != 0 {
+		t.Fatal("warm before the quiet time after the last spoke synced")
+	}
+	clk.Step(quiet / 2)
+	select {
+	case snap := <-done:
+		if len(snap.Clusters()) != 3 {
+			t.Errorf("warm snapshot has %d clusters, want 3", len(snap.Clusters()))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("warm-up did not end after the quiet time")
+	}
+}
+
+// awaitWaiters waits until the warm-up's timers are n.
+func awaitWaiters(t *testing.T, clk *testingclock.FakeClock, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for clk.Waiters() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the warm-up waits on %d timers, want %d", clk.Waiters(), n)
+		}
+		runtime.Gosched()
 	}
 }

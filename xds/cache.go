@@ -1,9 +1,8 @@
 package xds
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"maps"
 	"reflect"
@@ -11,25 +10,18 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshfed/meshfed/xds/translate"
 )
 
-// Encoded is one resource, encoded once; several sets may share it.
-type Encoded = entry
-
-// entry is one resource, encoded once.
-type entry struct {
-	name    string
-	version string // a hash of the encoding: stable across restarts and replicas
-	any     *anypb.Any
-	res     *discovery.Resource // the delta form, sharing any
-}
+// entry is one resource, encoded once; several sets may share it.
+type entry = translate.Resource
 
 // set is the resources of one type for one view ("" for resources every
 // proxy shares).
@@ -84,7 +76,7 @@ func (s *set) changed(names []string) {
 // byName returns the set's entries sorted by name.
 func (s *set) byName() []*entry {
 	if s.sorted == nil {
-		s.sorted = slices.SortedFunc(maps.Values(s.entries), func(a, b *entry) int { return strings.Compare(a.name, b.name) })
+		s.sorted = slices.SortedFunc(maps.Values(s.entries), func(a, b *entry) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return s.sorted
 }
@@ -143,8 +135,6 @@ type Cache struct {
 	sotw    map[setKey]*watchers[*sotwWatch]
 	delta   map[setKey]*watchers[*deltaWatch]
 	version uint64
-
-	encodes atomic.Int64
 }
 
 var _ cache.Cache = (*Cache)(nil)
@@ -160,31 +150,20 @@ func NewCache(viewOf func(typeURL string, req proto.Message) string) *Cache {
 	}
 }
 
-// Encodes counts the resources encoded so far.
-func (c *Cache) Encodes() int64 { return c.encodes.Load() }
-
-// Update encodes upserts, drops removals, and answers the watches of the
-// set that now differ. Upserts whose encoding did not change are no-ops.
-// It reports whether the set changed.
-func (c *Cache) Update(typeURL, view string, upserts map[string]proto.Message, removals []string) (bool, error) {
-	encoded := make([]*entry, 0, len(upserts))
-	for name, m := range upserts {
-		e, err := c.Encode(typeURL, name, m)
-		if err != nil {
-			return false, err
-		}
-		encoded = append(encoded, e)
-	}
-	return c.Apply(typeURL, view, encoded, removals), nil
-}
-
-// Apply puts already encoded resources in a set (sharing them with any
-// other set that has them), drops removals, and answers the watches of the
-// set that now differ. It reports whether the set changed.
-func (c *Cache) Apply(typeURL, view string, upserts []*Encoded, removals []string) bool {
+// Apply puts encoded resources in a set (sharing them with any other set
+// that has them), drops removals, and answers the watches of the set that
+// now differ; or it forgets a dropped view's set. It reports whether the
+// set changed.
+func (c *Cache) Apply(u translate.SetUpdate) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := setKey{typeURL, view}
+	k := setKey{u.TypeURL, u.View}
+	if u.Drop {
+		_, ok := c.sets[k]
+		delete(c.sets, k)
+		return ok
+	}
+	upserts, removals := u.Upserts, u.Removals
 	s := c.sets[k]
 	created := s == nil
 	if created {
@@ -193,9 +172,9 @@ func (c *Cache) Apply(typeURL, view string, upserts []*Encoded, removals []strin
 	}
 	var changed []string
 	for _, e := range upserts {
-		if old, ok := s.entries[e.name]; !ok || old.version != e.version {
-			s.entries[e.name] = e
-			changed = append(changed, e.name)
+		if old, ok := s.entries[e.Name]; !ok || old.Version != e.Version {
+			s.entries[e.Name] = e
+			changed = append(changed, e.Name)
 		}
 	}
 	for _, name := range removals {
@@ -215,52 +194,40 @@ func (c *Cache) Apply(typeURL, view string, upserts []*Encoded, removals []strin
 	return true
 }
 
-// DropView forgets a view's set once no proxy uses it.
-func (c *Cache) DropView(typeURL, view string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.sets, setKey{typeURL, view})
+// SetStatus describes one set of the cache.
+type SetStatus struct {
+	Type      string `json:"type"`
+	View      string `json:"view,omitempty"`
+	Version   string `json:"version"`
+	Resources int    `json:"resources"`
 }
 
-// Names returns the names in a set, sorted.
-func (c *Cache) Names(typeURL, view string) []string {
+// Sets describes every set, sorted by type and view.
+func (c *Cache) Sets() []SetStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]SetStatus, 0, len(c.sets))
+	for k, s := range c.sets {
+		out = append(out, SetStatus{Type: k.typeURL, View: k.view, Version: s.version, Resources: len(s.entries)})
+	}
+	slices.SortFunc(out, func(a, b SetStatus) int { return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.View, b.View)) })
+	return out
+}
+
+// Resources returns the versions of a set's resources by name; nil when
+// there is no such set.
+func (c *Cache) Resources(typeURL, view string) map[string]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.sets[setKey{typeURL, view}]
 	if s == nil {
 		return nil
 	}
-	return slices.Sorted(maps.Keys(s.entries))
-}
-
-// Version returns a resource's version in a set, or "" when it is absent.
-func (c *Cache) Version(typeURL, view, name string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.sets[setKey{typeURL, view}]
-	if s == nil || s.entries[name] == nil {
-		return ""
+	out := make(map[string]string, len(s.entries))
+	for name, e := range s.entries {
+		out[name] = e.Version
 	}
-	return s.entries[name].version
-}
-
-// Encode encodes a resource once, for Apply.
-func (c *Cache) Encode(typeURL, name string, m proto.Message) (*Encoded, error) {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return c.Encoded(typeURL, name, b), nil
-}
-
-// Encoded wraps a resource encoded by the caller (deterministically: its
-// hash is its version), for Apply.
-func (c *Cache) Encoded(typeURL, name string, b []byte) *Encoded {
-	c.encodes.Add(1)
-	sum := sha256.Sum256(b)
-	a := &anypb.Any{TypeUrl: typeURL, Value: b}
-	v := hex.EncodeToString(sum[:8])
-	return &entry{name: name, version: v, any: a, res: &discovery.Resource{Name: name, Version: v, Resource: a}}
+	return out
 }
 
 func (c *Cache) notifyLocked(k setKey, s *set, changed []string, all bool) {
@@ -367,7 +334,7 @@ func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 	returned := w.sub.ReturnedResources()
 	same := len(names) == len(returned)
 	for _, n := range names {
-		if returned[n] != s.entries[n].version {
+		if returned[n] != s.entries[n].Version {
 			same = false
 			break
 		}
@@ -381,10 +348,10 @@ func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 	r := &response{req: w.req, version: s.version, returned: make(map[string]string, len(names)), resources: make([]*anypb.Any, 0, len(names))}
 	for _, n := range names {
 		e := s.entries[n]
-		if full || returned[n] != e.version {
-			r.resources = append(r.resources, e.any)
+		if full || returned[n] != e.Version {
+			r.resources = append(r.resources, e.Any)
 		}
-		r.returned[n] = e.version
+		r.returned[n] = e.Version
 	}
 	return r
 }
@@ -400,9 +367,9 @@ func deltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaR
 	r := &deltaResp{req: w.req, version: s.version}
 	for name := range w.sub.SubscribedResources() {
 		if e, ok := s.entries[name]; ok {
-			next[name] = e.version
-			if returned[name] != e.version {
-				r.resources = append(r.resources, e.res)
+			next[name] = e.Version
+			if returned[name] != e.Version {
+				r.resources = append(r.resources, e.Delta)
 			}
 		} else if _, had := returned[name]; had {
 			r.removed = append(r.removed, name)
@@ -429,8 +396,8 @@ func wildcardDeltaResponse(w *deltaWatch, s *set, always bool, changed []string)
 		e, ok := s.entries[name]
 		old, had := returned[name]
 		switch {
-		case ok && old != e.version:
-			r.resources = append(r.resources, e.res)
+		case ok && old != e.Version:
+			r.resources = append(r.resources, e.Delta)
 		case !ok && had:
 			r.removed = append(r.removed, name)
 		}
@@ -441,7 +408,7 @@ func wildcardDeltaResponse(w *deltaWatch, s *set, always bool, changed []string)
 		}
 	} else {
 		for _, e := range s.byName() { // sorted: finish's sort has nothing to do
-			consider(e.name)
+			consider(e.Name)
 		}
 		for name := range returned {
 			if _, ok := s.entries[name]; !ok {

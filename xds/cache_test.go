@@ -1,7 +1,9 @@
 package xds
 
 import (
+	"maps"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -11,6 +13,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meshfed/meshfed/xds/translate"
 )
 
 func cluster(name string, seconds int64) *clusterv3.Cluster {
@@ -19,9 +23,26 @@ func cluster(name string, seconds int64) *clusterv3.Cluster {
 
 func mustUpdate(t *testing.T, c *Cache, upserts map[string]proto.Message, removals ...string) {
 	t.Helper()
-	if _, err := c.Update(resourcev3.ClusterType, "", upserts, removals); err != nil {
-		t.Fatal(err)
+	update(t, c, resourcev3.ClusterType, upserts, removals...)
+}
+
+// encodes counts the resources the tests encoded.
+var encodes atomic.Int64
+
+// update encodes upserts and applies them, with removals, to the shared
+// set of a type.
+func update(t *testing.T, c *Cache, typeURL string, upserts map[string]proto.Message, removals ...string) {
+	t.Helper()
+	u := translate.SetUpdate{TypeURL: typeURL, Removals: removals}
+	for _, name := range slices.Sorted(maps.Keys(upserts)) {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(upserts[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		encodes.Add(1)
+		u.Upserts = append(u.Upserts, translate.NewResource(typeURL, name, b))
 	}
+	c.Apply(u)
 }
 
 func recvSotw(t *testing.T, ch chan cache.Response) *discovery.DiscoveryResponse {
@@ -93,10 +114,7 @@ func TestCacheStateOfTheWorld(t *testing.T) {
 func TestCacheDelta(t *testing.T) {
 	c := NewCache(nil)
 	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
-	versions := map[string]string{}
-	for _, n := range c.Names(resourcev3.ClusterType, "") {
-		versions[n] = c.sets[setKey{resourcev3.ClusterType, ""}].entries[n].version
-	}
+	versions := c.Resources(resourcev3.ClusterType, "")
 
 	// A reconnecting wildcard client that has a (current), b (stale) and
 	// z (gone) gets b and z's removal only.
@@ -118,9 +136,7 @@ func TestCacheDelta(t *testing.T) {
 
 	// A wildcard client is answered at once even when there is nothing,
 	// once the set exists.
-	if _, err := c.Update("type.googleapis.com/istio.workload.Address", "", nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	update(t, c, "type.googleapis.com/istio.workload.Address", nil)
 	empty := make(chan cache.DeltaResponse, 1)
 	_, _ = c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: "type.googleapis.com/istio.workload.Address"},
 		stream.NewDeltaSubscription(nil, nil, nil, true), empty)
@@ -156,9 +172,9 @@ func TestCacheEncodesOncePerVersion(t *testing.T) {
 		_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.ClusterType, ResponseNonce: "x"}, sub, ch)
 		subs, chans = append(subs, sub), append(chans, ch)
 	}
-	before := c.Encodes()
+	before := encodes.Load()
 	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1)})
-	if got := c.Encodes() - before; got != 1 {
+	if got := encodes.Load() - before; got != 1 {
 		t.Errorf("%d encodes for one resource and 100 watches, want 1", got)
 	}
 	var first *discovery.DiscoveryResponse
@@ -180,18 +196,14 @@ func TestCacheEncodesOncePerVersion(t *testing.T) {
 // assignments; CDS responses stay whole.
 func TestCacheSotwPartialForEDS(t *testing.T) {
 	c := NewCache(nil)
-	if _, err := c.Update(resourcev3.EndpointType, "", map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)}, nil); err != nil {
-		t.Fatal(err)
-	}
+	update(t, c, resourcev3.EndpointType, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
 	sub := stream.NewSotwSubscription([]string{"a", "b"}, false)
 	ch := make(chan cache.Response, 1)
 	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"a", "b"}}, sub, ch)
 	r := <-ch
 	sub.SetReturnedResources(r.GetReturnedResources())
 	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResponseNonce: "1"}, sub, ch)
-	if _, err := c.Update(resourcev3.EndpointType, "", map[string]proto.Message{"a": cluster("a", 2)}, nil); err != nil {
-		t.Fatal(err)
-	}
+	update(t, c, resourcev3.EndpointType, map[string]proto.Message{"a": cluster("a", 2)})
 	r = <-ch
 	out, _ := r.GetDiscoveryResponse()
 	if len(out.GetResources()) != 1 || len(r.GetReturnedResources()) != 2 {
@@ -204,9 +216,7 @@ func TestCacheSotwPartialForEDS(t *testing.T) {
 	rb := <-chB
 	subB.SetReturnedResources(rb.GetReturnedResources())
 	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResponseNonce: "1"}, subB, chB)
-	if _, err := c.Update(resourcev3.EndpointType, "", map[string]proto.Message{"a": cluster("a", 3)}, nil); err != nil {
-		t.Fatal(err)
-	}
+	update(t, c, resourcev3.EndpointType, map[string]proto.Message{"a": cluster("a", 3)})
 	if got := recvSotw(t, chB); got != nil {
 		t.Errorf("a watch on b was answered for a change to a: %v", got)
 	}
@@ -257,9 +267,7 @@ func (w *wildcardClient) recv() []string {
 // putAddress sets resource name of the Address set to a version.
 func putAddress(t *testing.T, c *Cache, name string, v int64) {
 	t.Helper()
-	if _, err := c.Update(AddressType, "", map[string]proto.Message{name: cluster(name, v)}, nil); err != nil {
-		t.Fatal(err)
-	}
+	update(t, c, AddressType, map[string]proto.Message{name: cluster(name, v)})
 }
 
 func TestCacheWildcardDeltaFollowsEveryChange(t *testing.T) {
@@ -284,9 +292,7 @@ func TestCacheWildcardDeltaFollowsEveryChange(t *testing.T) {
 	if got := z.recv(); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("the ACK after an unseen change got %v, want b", got)
 	}
-	if _, err := c.Update(AddressType, "", nil, []string{"a"}); err != nil {
-		t.Fatal(err)
-	}
+	update(t, c, AddressType, nil, "a")
 	z.watch("3")
 	if got := z.recv(); !slices.Equal(got, []string{"a"}) || len(z.sub.ReturnedResources()) != 1 {
 		t.Fatalf("after removing a: %v, returned %v", got, z.sub.ReturnedResources())

@@ -9,7 +9,7 @@ type metrics struct {
 	pushTime prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
+func newMetrics(reg prometheus.Registerer, encoded func() int64) *metrics {
 	m := &metrics{
 		proxies: prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshfed_xds_proxies", Help: "Connected xDS streams."}),
 		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	}
 	encodes := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "meshfed_xds_resource_encodes_total", Help: "Resources encoded (once per version and view, never per proxy).",
-	}, func() float64 { return float64(s.cache.Encodes()) })
+	}, func() float64 { return float64(encoded()) })
 	if reg != nil {
 		reg.MustRegister(m.proxies, m.nacks, m.pushes, m.pushTime, encodes)
 	}

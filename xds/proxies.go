@@ -5,17 +5,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/xds/resources"
+	"github.com/meshfed/meshfed/xds/translate"
 )
 
 // streamID names a stream: go-control-plane numbers state-of-the-world
@@ -25,14 +32,36 @@ type streamID struct {
 	id    int64
 }
 
+// proxies is the book of connected proxies and of the views they use.
+// Stream callbacks write it from gRPC's goroutines; the push loop reads
+// the views.
+type proxies struct {
+	log      *slog.Logger
+	metrics  *metrics
+	clusters atomic.Pointer[[]*federation.ClusterInfo] // of the last pushed snapshot
+
+	mu      sync.Mutex
+	streams map[streamID]*proxyState
+	nodes   map[string]*proxyState // node ID → the latest stream of that proxy
+	inUse   map[translate.View]int // views some proxy uses → how many streams
+	wake    chan struct{}          // has a value when the views in use changed
+}
+
+func newProxies(m *metrics, log *slog.Logger) *proxies {
+	return &proxies{
+		log: log, metrics: m,
+		streams: map[streamID]*proxyState{}, nodes: map[string]*proxyState{}, inUse: map[translate.View]int{},
+		wake: make(chan struct{}, 1),
+	}
+}
+
 // proxyState is what /debug/proxies shows of one stream.
 type proxyState struct {
 	Proxy
 	Delta       bool                  `json:"delta"`
 	ConnectedAt time.Time             `json:"connectedAt"`
 	Types       map[string]*typeState `json:"types"`
-	views       []viewKey             // the shared views this stream holds
-	nodes       []*core.Node
+	views       []translate.View      // the shared views this stream holds
 }
 
 type typeState struct {
@@ -45,122 +74,166 @@ type typeState struct {
 	Nacks      int       `json:"nacks"`
 }
 
-func (s *Server) callbacks() gcpserver.Callbacks {
+// callbacks records streams in the book once the first snapshot is
+// pushed; until then (or once stopping is closed) requests wait.
+func (s *Server) callbacks(stopping <-chan struct{}) gcpserver.Callbacks {
+	p := s.proxies
+	request := func(id streamID, node *core.Node, typeURL string, names int, wildcard bool, nonce string, nack *status.Status) error {
+		select {
+		case <-s.ready:
+		case <-stopping:
+			return errors.New("xds server stopping")
+		}
+		return p.request(id, node, typeURL, names, wildcard, nonce, nack)
+	}
 	return gcpserver.CallbackFuncs{
-		StreamClosedFunc: func(id int64, _ *core.Node) { s.closed(streamID{false, id}) },
+		StreamClosedFunc: func(id int64, _ *core.Node) { p.closed(streamID{false, id}) },
 		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
-			return s.request(streamID{false, id}, req.GetNode(), req.GetTypeUrl(), len(req.GetResourceNames()),
-				len(req.GetResourceNames()) == 0, req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+			return request(streamID{false, id}, req.GetNode(), req.GetTypeUrl(), len(req.GetResourceNames()),
+				len(req.GetResourceNames()) == 0, req.GetResponseNonce(), req.GetErrorDetail())
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, req *discovery.DiscoveryRequest, _ *discovery.DiscoveryResponse) {
-			s.sent(streamID{false, id}, req.GetTypeUrl())
+			p.sent(streamID{false, id}, req.GetTypeUrl())
 		},
-		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { s.closed(streamID{true, id}) },
+		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { p.closed(streamID{true, id}) },
 		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
-			return s.request(streamID{true, id}, req.GetNode(), req.GetTypeUrl(), len(req.GetResourceNamesSubscribe()),
-				false, req.GetResponseNonce(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+			return request(streamID{true, id}, req.GetNode(), req.GetTypeUrl(), len(req.GetResourceNamesSubscribe()),
+				false, req.GetResponseNonce(), req.GetErrorDetail())
 		},
 		StreamDeltaResponseFunc: func(id int64, req *discovery.DeltaDiscoveryRequest, _ *discovery.DeltaDiscoveryResponse) {
-			s.sent(streamID{true, id}, req.GetTypeUrl())
+			p.sent(streamID{true, id}, req.GetTypeUrl())
 		},
 	}
 }
 
-// request records a request; the first one of a stream registers the proxy.
-func (s *Server) request(id streamID, node *core.Node, typeURL string, names int, wildcard bool, nonce, nack string, isNack bool) error {
-	select {
-	case <-s.ready:
-	case <-s.stopping:
-		return errors.New("xds server stopping")
+// setClusters records the clusters of the snapshot being pushed: a proxy
+// that names its cluster but no network is on that cluster's network.
+func (p *proxies) setClusters(c []*federation.ClusterInfo) { p.clusters.Store(&c) }
+
+func (p *proxies) proxyFromNode(node *core.Node) (Proxy, error) {
+	var clusters []*federation.ClusterInfo
+	if c := p.clusters.Load(); c != nil {
+		clusters = *c
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.proxies[id]
+	return ProxyFromNode(node, clusters)
+}
+
+// request records a request; the first one of a stream registers the proxy.
+func (p *proxies) request(id streamID, node *core.Node, typeURL string, names int, wildcard bool, nonce string, nack *status.Status) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps, ok := p.streams[id]
 	if !ok {
-		var clusters []*federation.ClusterInfo
-		if c := s.clusters.Load(); c != nil {
-			clusters = *c
-		}
-		proxy, err := ProxyFromNode(node, clusters)
+		proxy, err := p.proxyFromNode(node)
 		if err != nil {
-			s.log.Warn("proxy refused", "err", err)
+			p.log.Warn("proxy refused", "err", err)
 			return err
 		}
-		p = &proxyState{Proxy: proxy, Delta: id.delta, ConnectedAt: time.Now(), Types: map[string]*typeState{}}
-		s.proxies[id] = p
-		s.nodes[proxy.ID] = p
-		s.metrics.proxies.Inc()
-		s.log.Debug("proxy connected", "proxy", proxy.ID, "cluster", proxy.Cluster, "network", proxy.Network, "delta", id.delta)
+		ps = &proxyState{Proxy: proxy, Delta: id.delta, ConnectedAt: time.Now(), Types: map[string]*typeState{}}
+		p.streams[id] = ps
+		p.nodes[proxy.ID] = ps
+		p.metrics.proxies.Inc()
+		p.log.Debug("proxy connected", "proxy", proxy.ID, "cluster", proxy.Cluster, "network", proxy.Network, "delta", id.delta)
 	}
-	t := p.Types[typeURL]
+	t := ps.Types[typeURL]
 	if t == nil {
 		t = &typeState{}
-		p.Types[typeURL] = t
+		ps.Types[typeURL] = t
 		// The first request of a per-view type: hold the view, so that the
 		// push loop builds it if nobody else uses it yet.
-		if typeURL == resourcev3.EndpointType || typeURL == AddressType {
-			vk := viewFor(typeURL, p.Proxy)
-			v := s.views[vk]
-			if v == nil {
-				v = &viewState{view: p.View()}
-				s.views[vk] = v
-				s.signal()
+		if translate.PerView(typeURL) {
+			v := translate.ViewFor(typeURL, ps.View())
+			if p.inUse[v] == 0 {
+				p.signal()
 			}
-			v.refs++
-			p.views = append(p.views, vk)
+			p.inUse[v]++
+			ps.views = append(ps.views, v)
 		}
 	}
 	t.Subscribed, t.Wildcard = names, wildcard && (typeURL == resourcev3.ListenerType || typeURL == resourcev3.ClusterType)
 	switch {
-	case isNack:
-		t.LastNack, t.NackReason = time.Now(), nack
+	case nack != nil:
+		t.LastNack, t.NackReason = time.Now(), nack.GetMessage()
 		t.Nacks++
-		s.metrics.nacks.WithLabelValues(typeURL).Inc()
-		s.log.Warn("proxy rejected a response", "proxy", p.ID, "type", typeURL, "reason", nack)
+		p.metrics.nacks.WithLabelValues(typeURL).Inc()
+		p.log.Warn("proxy rejected a response", "proxy", ps.ID, "type", typeURL, "reason", nack.GetMessage())
 	case nonce != "":
 		t.LastAck = time.Now()
 	}
 	return nil
 }
 
-func (s *Server) sent(id streamID, typeURL string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p, ok := s.proxies[id]; ok {
-		if t := p.Types[typeURL]; t != nil {
+func (p *proxies) sent(id streamID, typeURL string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ps, ok := p.streams[id]; ok {
+		if t := ps.Types[typeURL]; t != nil {
 			t.LastSent = time.Now()
 		}
 	}
 }
 
-func (s *Server) closed(id streamID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.proxies[id]
+func (p *proxies) closed(id streamID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps, ok := p.streams[id]
 	if !ok {
 		return
 	}
-	delete(s.proxies, id)
-	if s.nodes[p.ID] == p {
-		delete(s.nodes, p.ID)
+	delete(p.streams, id)
+	if p.nodes[ps.ID] == ps {
+		delete(p.nodes, ps.ID)
 	}
-	for _, vk := range p.views {
-		if v := s.views[vk]; v != nil {
-			v.refs--
-			if v.refs == 0 {
-				delete(s.views, vk)
-				s.signal()
-			}
+	for _, v := range ps.views {
+		if p.inUse[v]--; p.inUse[v] <= 0 {
+			delete(p.inUse, v)
+			p.signal()
 		}
 	}
-	s.metrics.proxies.Dec()
+	p.metrics.proxies.Dec()
 }
 
-func (s *Server) signal() {
+func (p *proxies) signal() {
 	select {
-	case s.wake <- struct{}{}:
+	case p.wake <- struct{}{}:
 	default:
 	}
+}
+
+// viewsChanged has a value when a view came into use or went out of it.
+func (p *proxies) viewsChanged() <-chan struct{} { return p.wake }
+
+// views returns the views in use.
+func (p *proxies) views() []translate.View {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Collect(maps.Keys(p.inUse))
+}
+
+// viewOf maps a request to the set that answers it: per-view types by the
+// proxy's view, everything else shared.
+func (p *proxies) viewOf(typeURL string, req proto.Message) string {
+	if !translate.PerView(typeURL) {
+		return ""
+	}
+	var node *core.Node
+	switch r := req.(type) {
+	case *discovery.DiscoveryRequest:
+		node = r.GetNode()
+	case *discovery.DeltaDiscoveryRequest:
+		node = r.GetNode()
+	}
+	p.mu.Lock()
+	ps := p.nodes[node.GetId()]
+	p.mu.Unlock()
+	if ps != nil {
+		return translate.ViewFor(typeURL, ps.View()).Key
+	}
+	proxy, err := p.proxyFromNode(node)
+	if err != nil {
+		return ""
+	}
+	return translate.ViewFor(typeURL, proxy.View()).Key
 }
 
 // ProxyStatus is one entry of /debug/proxies.
@@ -176,10 +249,11 @@ type ProxyStatus struct {
 
 // Proxies returns the connected proxies, sorted by ID.
 func (s *Server) Proxies() []ProxyStatus {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]ProxyStatus, 0, len(s.proxies))
-	for _, p := range s.proxies {
+	pp := s.proxies
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	out := make([]ProxyStatus, 0, len(pp.streams))
+	for _, p := range pp.streams {
 		ps := ProxyStatus{
 			ID: p.ID, Cluster: string(p.Cluster), Network: string(p.Network), Delta: p.Delta, ConnectedAt: p.ConnectedAt,
 			Types: make(map[string]typeState, len(p.Types)),
@@ -206,4 +280,37 @@ func (s *Server) ProxiesHandler() http.Handler {
 			Proxies []ProxyStatus `json:"proxies"`
 		}{s.Proxies()})
 	})
+}
+
+// SetsHandler serves /debug/xds: every set the server serves (type, view,
+// version, size), or with ?type=URL&view=KEY the versions of one set's
+// resources by name.
+func (s *Server) SetsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v any
+		if typ := r.URL.Query().Get("type"); typ != "" {
+			res := s.Resources(typ, r.URL.Query().Get("view"))
+			if res == nil {
+				http.Error(w, "no such set", http.StatusNotFound)
+				return
+			}
+			v = struct {
+				Resources map[string]string `json:"resources"`
+			}{res}
+		} else {
+			v = struct {
+				Sets []SetStatus `json:"sets"`
+			}{s.cache.Sets()}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v)
+	})
+}
+
+// Resources returns the versions of one set's resources by name (nil when
+// the server has no such set): what a proxy of that view is served.
+func (s *Server) Resources(typeURL, view string) map[string]string {
+	return s.cache.Resources(typeURL, view)
 }

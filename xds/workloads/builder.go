@@ -259,7 +259,7 @@ func (b *Builder) gatewayItems() []Item {
 			}}}})
 		}
 	}
-	for uid := range b.gwNames {
+	for _, uid := range slices.Sorted(maps.Keys(b.gwNames)) {
 		if !now[uid] {
 			items = append(items, Item{Name: uid})
 		}
@@ -520,7 +520,7 @@ func (b *Builder) splitItems(s Snapshot, services map[string]bool) []Item {
 				}
 			}
 		}
-		for uid := range b.splits[svcKey] {
+		for _, uid := range slices.Sorted(maps.Keys(b.splits[svcKey])) {
 			if !now[uid] {
 				items = append(items, Item{Name: uid})
 			}

@@ -1,0 +1,25 @@
+// Package translate turns the clusterset's snapshots into the resources
+// proxies are served: CDS, LDS and RDS shared by every proxy, EDS per
+// view (network and locality), and Istio ambient's workload API per
+// network.
+//
+// A [Translator] is fed one snapshot after another, with what changed
+// between them and the views proxies use, and returns the changes to the
+// sets the server holds ([SetUpdate]): resources to upsert, names to
+// remove, views to drop. Both halves follow one incremental design: each
+// remembers the names it produced for every service (and, for the
+// workload API, every workload), regenerates only what a change touches,
+// and removes the names a service no longer produces.
+//
+// Invariants:
+//   - Deterministic and free of I/O: no locks, no clock, no network. The
+//     same sequence of inputs gives the same updates, in the same order.
+//   - Incremental equals full: after any sequence, the sets built from
+//     the updates hold exactly what a new translator builds from the last
+//     snapshot alone.
+//   - Every resource is encoded once per version and shared by every view
+//     and response that carries it; views that see a service alike (the
+//     same [resources.AssignmentKey]) share its load assignments.
+//   - Updates come in the order proxies should apply them: clusters
+//     before endpoints, listeners before routes.
+package translate

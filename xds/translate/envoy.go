@@ -1,0 +1,213 @@
+package translate
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/xds/resources"
+)
+
+// envoyTranslator produces CDS, LDS and RDS, shared by every proxy, and
+// EDS per view.
+type envoyTranslator struct {
+	generated map[string]*generatedNames // service key → what it produced
+	gateways  map[federation.NetworkID][]*federationpb.Gateway
+	networks  map[federation.ClusterID]federation.NetworkID
+}
+
+type generatedNames struct {
+	clusters  []string // also the route and EDS names
+	listeners []string
+	// shape is what CDS, LDS and RDS depend on (hostnames and ports), so
+	// that an endpoint-only change skips them.
+	shape string
+}
+
+func newEnvoyTranslator() envoyTranslator {
+	return envoyTranslator{generated: map[string]*generatedNames{}}
+}
+
+// shapeOf fingerprints what a service's CDS, LDS and RDS are made of.
+func shapeOf(v *federation.ServiceView) string {
+	var b strings.Builder
+	for _, h := range resources.Hostnames(v) {
+		b.WriteString(h + ";")
+	}
+	for _, p := range resources.Ports(v) {
+		fmt.Fprintf(&b, "%s/%d/%d;", p.GetName(), p.GetPort(), p.GetProtocol())
+	}
+	return b.String()
+}
+
+// translate regenerates the changed services' resources, and the EDS of
+// every service when the clusters' networks or gateways changed (they
+// decide split horizon).
+func (e *envoyTranslator) translate(in *input, views map[View]bool) []SetUpdate {
+	clusters := in.snap.Clusters()
+	gateways := resources.GatewaysByNetwork(clusters, federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
+	networks := map[federation.ClusterID]federation.NetworkID{}
+	for _, c := range clusters {
+		networks[c.ID] = c.Network
+	}
+	allEDS := in.all || !maps.EqualFunc(gateways, e.gateways, func(a, b []*federationpb.Gateway) bool {
+		return slices.EqualFunc(a, b, func(x, y *federationpb.Gateway) bool { return proto.Equal(x, y) })
+	}) || !maps.Equal(networks, e.networks)
+	e.gateways, e.networks = gateways, networks
+
+	changed := in.services
+	if in.all {
+		changed = map[string]struct{}{}
+		for k := range e.generated {
+			changed[k] = struct{}{}
+		}
+		for _, v := range in.snap.Services() {
+			changed[v.Key] = struct{}{}
+		}
+	}
+	shared := map[string]map[string]proto.Message{
+		resourcev3.ClusterType: {}, resourcev3.ListenerType: {}, resourcev3.RouteType: {},
+	}
+	removed := map[string][]string{}
+	keys := slices.Sorted(maps.Keys(changed))
+	for _, key := range keys {
+		v, ok := in.snap.Service(key)
+		old := e.generated[key]
+		var shape string
+		if ok {
+			shape = shapeOf(v)
+		}
+		if ok && old != nil && old.shape == shape {
+			continue // only endpoints changed: CDS, LDS and RDS stand
+		}
+		now := &generatedNames{shape: shape}
+		if ok {
+			for _, c := range resources.Clusters(v) {
+				shared[resourcev3.ClusterType][c.GetName()] = c
+				now.clusters = append(now.clusters, c.GetName())
+			}
+			for _, l := range resources.Listeners(v) {
+				shared[resourcev3.ListenerType][l.GetName()] = l
+				now.listeners = append(now.listeners, l.GetName())
+			}
+			for _, r := range resources.Routes(v) {
+				shared[resourcev3.RouteType][r.GetName()] = r
+			}
+			e.generated[key] = now
+		} else {
+			delete(e.generated, key)
+		}
+		if old != nil {
+			gone := without(old.clusters, now.clusters)
+			removed[resourcev3.ClusterType] = append(removed[resourcev3.ClusterType], gone...)
+			removed[resourcev3.RouteType] = append(removed[resourcev3.RouteType], gone...)
+			removed[resourcev3.EndpointType] = append(removed[resourcev3.EndpointType], gone...)
+			removed[resourcev3.ListenerType] = append(removed[resourcev3.ListenerType], without(old.listeners, now.listeners)...)
+		}
+	}
+	var out []SetUpdate
+	// Clusters before endpoints, listeners before routes: the order Envoy
+	// wants to avoid dropping traffic.
+	for _, typ := range []string{resourcev3.ClusterType, resourcev3.ListenerType, resourcev3.RouteType} {
+		if u := (SetUpdate{TypeURL: typ, Upserts: in.encodeAll(typ, shared[typ]), Removals: removed[typ]}); in.all || !u.empty() {
+			out = append(out, u)
+		}
+	}
+	edsKeys := keys
+	if allEDS {
+		edsKeys = e.serviceKeys()
+	}
+	a := e.assignments(in)
+	for _, v := range sortedViews(views) {
+		if v.TypeURL != resourcev3.EndpointType {
+			continue
+		}
+		if u := (SetUpdate{TypeURL: v.TypeURL, View: v.Key, Upserts: a.of(edsKeys, v.For), Removals: removed[resourcev3.EndpointType]}); !u.empty() {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// build returns the whole EDS set of a new view.
+func (e *envoyTranslator) build(in *input, v View) SetUpdate {
+	return SetUpdate{TypeURL: v.TypeURL, View: v.Key, Upserts: e.assignments(in).of(e.serviceKeys(), v.For)}
+}
+
+// serviceKeys returns the keys of the services with resources, sorted.
+func (e *envoyTranslator) serviceKeys() []string { return slices.Sorted(maps.Keys(e.generated)) }
+
+func (u SetUpdate) empty() bool { return len(u.Upserts) == 0 && len(u.Removals) == 0 && !u.Drop }
+
+// encodeAll encodes messages by name, sorted by name.
+func (in *input) encodeAll(typeURL string, msgs map[string]proto.Message) []*Resource {
+	out := make([]*Resource, 0, len(msgs))
+	for _, name := range slices.Sorted(maps.Keys(msgs)) {
+		if r, err := in.encode(typeURL, name, msgs[name]); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// assignments builds the load assignments of one call, each encoded once
+// however many views get it: views whose AssignmentKey for a service is
+// the same share its encodings (a clusterset's proxies in a hundred zones
+// see a service in a handful of ways).
+type assignments struct {
+	in       *input
+	gateways map[federation.NetworkID][]*federationpb.Gateway
+	locs     map[string][]resources.Locality // by service key
+	built    map[string][]*Resource          // by service key and AssignmentKey
+}
+
+// assignments returns the call's assignments; translate and build share
+// them.
+func (e *envoyTranslator) assignments(in *input) *assignments {
+	if in.eds == nil {
+		in.eds = &assignments{in: in, gateways: e.gateways, locs: map[string][]resources.Locality{}, built: map[string][]*Resource{}}
+	}
+	return in.eds
+}
+
+// of returns the assignments of the services keys for view, in the order
+// of keys.
+func (a *assignments) of(keys []string, view resources.View) []*Resource {
+	var out []*Resource
+	for _, key := range keys {
+		v, ok := a.in.snap.Service(key)
+		if !ok {
+			continue
+		}
+		locs, ok := a.locs[key]
+		if !ok {
+			locs = resources.Localities(v)
+			a.locs[key] = locs
+		}
+		id := key + "\x00" + resources.AssignmentKey(locs, view)
+		enc, ok := a.built[id]
+		if !ok {
+			enc = a.build(v, view)
+			a.built[id] = enc
+		}
+		out = append(out, enc...)
+	}
+	return out
+}
+
+func (a *assignments) build(v *federation.ServiceView, view resources.View) []*Resource {
+	var out []*Resource
+	for _, host := range resources.Hostnames(v) {
+		for _, p := range resources.Ports(v) {
+			b := resources.EncodeLoadAssignment(v, host, p, view, a.gateways)
+			out = append(out, a.in.resource(resourcev3.EndpointType, resources.ClusterName(p.GetPort(), host), b))
+		}
+	}
+	return out
+}

@@ -1,0 +1,189 @@
+package translate
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/xds/resources"
+	"github.com/meshfed/meshfed/xds/workloads"
+)
+
+// Type URLs of Istio ambient's workload API.
+const (
+	AddressType       = "type.googleapis.com/istio.workload.Address"
+	AuthorizationType = "type.googleapis.com/istio.security.Authorization"
+)
+
+// Snapshot is the read-only clusterset the translator reads.
+type Snapshot = workloads.Snapshot
+
+// View is one set of one type that proxies share: EDS per network and
+// locality (split horizon and locality priorities make it differ),
+// workload addresses per network, and one set for everything else.
+type View struct {
+	TypeURL string
+	// Key names the set among those of its type; "" for a shared set.
+	Key string
+	// For is what of the proxies the set is built for: EDS reads the
+	// network and locality, addresses the network alone.
+	For resources.View
+}
+
+// ViewFor returns the view of a type that proxies with v see.
+func ViewFor(typeURL string, v resources.View) View {
+	switch typeURL {
+	case resourcev3.EndpointType:
+		return View{TypeURL: typeURL, Key: v.Key(), For: v}
+	case AddressType:
+		return View{TypeURL: typeURL, Key: string(v.Network), For: resources.View{Network: v.Network}}
+	}
+	return View{TypeURL: typeURL}
+}
+
+// PerView reports whether a type's sets differ between views.
+func PerView(typeURL string) bool {
+	return typeURL == resourcev3.EndpointType || typeURL == AddressType
+}
+
+// SetUpdate is a change to one set: resources to add or replace, names to
+// remove, or the whole set to forget once no proxy uses it. An update of
+// a set that does not exist yet creates it, even an empty one, so that
+// the proxies waiting for it are answered.
+type SetUpdate struct {
+	TypeURL  string
+	View     string
+	Upserts  []*Resource
+	Removals []string
+	Drop     bool
+}
+
+// Translator turns a sequence of registry snapshots into the changes of
+// the sets proxies are served from. It remembers what it produced from
+// the previous snapshot, so that each call regenerates only what changed
+// and removes what is gone. It is deterministic and does no I/O: it is
+// owned by one goroutine (the xDS server's push loop) and holds no locks.
+type Translator struct {
+	envoy   envoyTranslator   // CDS, LDS, RDS, EDS
+	ambient ambientTranslator // the workload API
+	views   map[View]bool     // the views whose sets are built
+	started bool
+	encodes int64
+}
+
+// New returns a translator that has produced nothing yet. trustDomain is
+// the workloads' trust domain when their cluster names none.
+func New(trustDomain string) *Translator {
+	return &Translator{
+		envoy:   newEnvoyTranslator(),
+		ambient: newAmbientTranslator(trustDomain),
+		views:   map[View]bool{},
+	}
+}
+
+// Encodes counts the resources encoded so far.
+func (t *Translator) Encodes() int64 { return t.encodes }
+
+// Translate returns the set updates that take proxies from the previous
+// snapshot to snap, given what changed between them, for the views in
+// use. The first call builds everything. A view in use that was not
+// before gets its whole set; a view no longer in use is dropped. Calling
+// it again with the same snapshot and no changes only brings the views
+// up to date.
+//
+// Updates come in the order proxies should apply them: clusters before
+// endpoints, listeners before routes. A resource that cannot be encoded
+// is left out and reported in the error, which does not stop the rest.
+func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views []View) ([]SetUpdate, error) {
+	all := !t.started
+	t.started = true
+	in := &input{t: t, snap: snap, all: all, services: map[string]struct{}{}}
+	for _, k := range changes.Services {
+		in.services[k] = struct{}{}
+	}
+	in.workloads = changes.Workloads
+
+	wanted := make(map[View]bool, len(views))
+	for _, v := range views {
+		wanted[v] = true
+	}
+	var out []SetUpdate
+	for _, v := range sortedViews(t.views) {
+		if !wanted[v] {
+			delete(t.views, v)
+			out = append(out, SetUpdate{TypeURL: v.TypeURL, View: v.Key, Drop: true})
+		}
+	}
+	out = append(out, t.envoy.translate(in, t.views)...)
+	out = append(out, t.ambient.translate(in, t.views)...)
+	if all {
+		// Authorization policies are not federated, but ztunnel is not
+		// ready before it has a response for them.
+		out = append(out, SetUpdate{TypeURL: AuthorizationType})
+	}
+	for _, v := range sortedViews(wanted) {
+		if t.views[v] || !PerView(v.TypeURL) {
+			continue
+		}
+		t.views[v] = true
+		switch v.TypeURL {
+		case resourcev3.EndpointType:
+			out = append(out, t.envoy.build(in, v))
+		case AddressType:
+			out = append(out, t.ambient.build(v))
+		}
+	}
+	return out, errors.Join(in.errs...)
+}
+
+// input is one call's snapshot and what changed.
+type input struct {
+	t         *Translator
+	snap      Snapshot
+	all       bool
+	services  map[string]struct{} // keys of changed services
+	workloads []string            // keys of changed workloads
+	eds       *assignments        // the call's load assignments, shared by every view
+	errs      []error
+}
+
+// resource wraps an encoding, counting it.
+func (in *input) resource(typeURL, name string, b []byte) *Resource {
+	in.t.encodes++
+	return NewResource(typeURL, name, b)
+}
+
+// encode encodes m, counting it; a failure is recorded.
+func (in *input) encode(typeURL, name string, m proto.Message) (*Resource, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		err = fmt.Errorf("encode %s %s: %w", typeURL, name, err)
+		in.errs = append(in.errs, err)
+		return nil, err
+	}
+	return in.resource(typeURL, name, b), nil
+}
+
+func sortedViews(m map[View]bool) []View {
+	return slices.SortedFunc(maps.Keys(m), func(a, b View) int {
+		return cmp.Or(cmp.Compare(a.TypeURL, b.TypeURL), cmp.Compare(a.Key, b.Key))
+	})
+}
+
+// without returns the names in a that are not in b.
+func without(a, b []string) []string {
+	var out []string
+	for _, n := range a {
+		if !slices.Contains(b, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
