@@ -55,6 +55,7 @@ fuzz: ## Run each fuzz target for a short while.
 	$(GO) test -run='^$$' -fuzz=FuzzApplyUpdate -fuzztime=20s ./hub/registry/
 	$(GO) test -run='^$$' -fuzz=FuzzValidateUpdate -fuzztime=20s ./federation/
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=20s ./spoke/source/file/
+	$(GO) test -run='^$$' -fuzz=FuzzLoadAssignment -fuzztime=20s ./xds/resources/
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in tools/go.mod).

@@ -220,7 +220,7 @@ func (b *Baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
 				res[resourcev3.RouteType] = append(res[resourcev3.RouteType], r)
 			}
 			for _, p := range resources.Ports(v) {
-				res[resourcev3.EndpointType] = append(res[resourcev3.EndpointType], resources.LoadAssignment(v, host, p, proxy.View(), gateways))
+				res[resourcev3.EndpointType] = append(res[resourcev3.EndpointType], resources.ReferenceLoadAssignment(v, host, p, proxy.View(), gateways))
 			}
 		}
 		s, err := cache.NewSnapshot(version, res)

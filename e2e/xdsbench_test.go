@@ -672,7 +672,7 @@ func checkDecoder(b *testing.B, snap *registry.Snapshot) {
 	if !ok {
 		b.Fatal("no svc-00")
 	}
-	cla := resources.LoadAssignment(v, fanoutHost(0), resources.Ports(v)[0], resources.View{Network: fanoutNetwork}, nil)
+	cla := resources.ReferenceLoadAssignment(v, fanoutHost(0), resources.Ports(v)[0], resources.View{Network: fanoutNetwork}, nil)
 	enc, err := proto.Marshal(cla)
 	if err != nil {
 		b.Fatal(err)

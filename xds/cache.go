@@ -384,8 +384,8 @@ func deltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaR
 // copying it: the server hands this watch's map back to the stream as its
 // new state, and no one else reads it meanwhile (the cache lock orders the
 // push against the stream's next request). With 50,000 addresses and
-// hundreds of ztunnels, a scan and a copy per client per change was most of
-// a push.
+// hundreds of ztunnels, a scan and a copy per client per change would be
+// most of a push.
 func wildcardDeltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaResp {
 	returned := w.sub.ReturnedResources()
 	if returned == nil {

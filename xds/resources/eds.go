@@ -36,18 +36,11 @@ const (
 // staying below 2^31 keeps every such sum valid with room to spare.
 const maxTotalWeight = 1<<31 - 1
 
-// LoadAssignment is the EDS resource of one (hostname, port) of s for
-// proxies with the given view. gateways are the east-west gateways by
-// network, as GatewaysByNetwork returns them.
-//
-// Endpoints on the view's network are sent as they are; an empty network is
-// the default network and equals only itself. Endpoints on another network
-// are replaced by that network's gateways (see addGateways), or dropped when
-// it has none. Localities get priorities by proximity to the view's
-// locality: same zone (and subzone, when the view has one) first, then same
-// region, then the rest; a view without a region prefers nothing. The
-// result satisfies every invariant in the package doc.
-func LoadAssignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *endpointv3.ClusterLoadAssignment {
+// ReferenceLoadAssignment builds as messages the assignment that
+// EncodeLoadAssignment encodes. The hub serves the encoding; this is the
+// reference it is checked against (byte for byte), and what the load
+// harness's baseline serves, as a go-control-plane user builds it.
+func ReferenceLoadAssignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *endpointv3.ClusterLoadAssignment {
 	return &endpointv3.ClusterLoadAssignment{
 		ClusterName: ClusterName(port.GetPort(), hostname),
 		Endpoints:   assign(s, port, view, gateways).build(),
@@ -93,7 +86,8 @@ func assign(s *federation.ServiceView, port *federationpb.ServicePort, view View
 }
 
 // seenPool recycles builders' address sets: allocating one per assignment
-// was a third of what re-encoding a changed service's assignments allocated.
+// would be a third of what re-encoding a changed service's assignments
+// allocates.
 var seenPool = sync.Pool{New: func() any { return map[netip.AddrPort]bool{} }}
 
 // builder accumulates the lb_endpoints of one assignment by locality.
@@ -239,7 +233,8 @@ func (b *builder) addGateways(n federation.NetworkID, r *remoteNetwork, gateways
 		// EDS entries must be IPs: Envoy resolves DNS names only for
 		// STRICT_DNS/LOGICAL_DNS clusters, never inside an EDS assignment,
 		// and grpc-go does not resolve them either. A DNS-named gateway
-		// would need its own cluster type; skip it for now.
+		// would need a cluster type of its own, which the hub does not
+		// generate: it is skipped.
 		addr, err := netip.ParseAddr(gw.GetAddress())
 		if err != nil || addr.Zone() != "" || gw.GetPort() == 0 || gw.GetPort() > 65535 {
 			continue
@@ -285,7 +280,6 @@ func (b *builder) build() []*endpointv3.LocalityLbEndpoints {
 	for _, g := range groups {
 		n += len(g.entries)
 	}
-	slab := newSlab(n)
 	all := make([]*endpointv3.LbEndpoint, 0, n)
 	metas := make(map[metaKey]*corev3.Metadata)
 	out := make([]*endpointv3.LocalityLbEndpoints, 0, len(groups))
@@ -300,7 +294,7 @@ func (b *builder) build() []*endpointv3.LocalityLbEndpoints {
 				meta = metadata(e.meta)
 				metas[e.meta] = meta
 			}
-			all = append(all, slab.lbEndpoint(len(all), e, uint32(w), meta))
+			all = append(all, newLbEndpoint(e, uint32(w), meta))
 		}
 		lbs := all[start:len(all):len(all)]
 		out = append(out, &endpointv3.LocalityLbEndpoints{
@@ -370,53 +364,20 @@ func lcmCapped(a, b uint64) uint64 {
 	return min(a/x*b, maxTotalWeight+1)
 }
 
-// slab holds the messages of n lb_endpoints, allocated together: one
-// lb_endpoint is eight small objects, and allocating them one by one was
-// most of the cost of a large assignment. The messages are built in place
-// and never copied. The slab lives as long as any of its endpoints, which
-// is as long as the assignment.
-type slab struct {
-	lb      []endpointv3.LbEndpoint
-	host    []endpointv3.LbEndpoint_Endpoint
-	ep      []endpointv3.Endpoint
-	addr    []corev3.Address
-	sockets []corev3.Address_SocketAddress
-	sa      []corev3.SocketAddress
-	port    []corev3.SocketAddress_PortValue
-	weight  []wrapperspb.UInt32Value
-}
-
-func newSlab(n int) *slab {
-	return &slab{
-		lb:      make([]endpointv3.LbEndpoint, n),
-		host:    make([]endpointv3.LbEndpoint_Endpoint, n),
-		ep:      make([]endpointv3.Endpoint, n),
-		addr:    make([]corev3.Address, n),
-		sockets: make([]corev3.Address_SocketAddress, n),
-		sa:      make([]corev3.SocketAddress, n),
-		port:    make([]corev3.SocketAddress_PortValue, n),
-		weight:  make([]wrapperspb.UInt32Value, n),
+// newLbEndpoint is the lb_endpoint of e with its weight.
+func newLbEndpoint(e entry, weight uint32, meta *corev3.Metadata) *endpointv3.LbEndpoint {
+	return &endpointv3.LbEndpoint{
+		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Protocol:      corev3.SocketAddress_TCP,
+				Address:       e.address,
+				PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: e.port},
+			}}},
+		}},
+		HealthStatus:        e.health,
+		Metadata:            meta,
+		LoadBalancingWeight: wrapperspb.UInt32(weight),
 	}
-}
-
-// lbEndpoint builds the i-th lb_endpoint: e's address, health and weight.
-func (s *slab) lbEndpoint(i int, e entry, weight uint32, meta *corev3.Metadata) *endpointv3.LbEndpoint {
-	s.port[i].PortValue = e.port
-	sa := &s.sa[i]
-	sa.Protocol = corev3.SocketAddress_TCP
-	sa.Address = e.address
-	sa.PortSpecifier = &s.port[i]
-	s.sockets[i].SocketAddress = sa
-	s.addr[i].Address = &s.sockets[i]
-	s.ep[i].Address = &s.addr[i]
-	s.host[i].Endpoint = &s.ep[i]
-	s.weight[i].Value = weight
-	lb := &s.lb[i]
-	lb.HostIdentifier = &s.host[i]
-	lb.HealthStatus = e.health
-	lb.Metadata = meta
-	lb.LoadBalancingWeight = &s.weight[i]
-	return lb
 }
 
 func metadata(k metaKey) *corev3.Metadata {
@@ -482,7 +443,7 @@ func Localities(s *federation.ServiceView) []Locality {
 }
 
 // AssignmentKey returns what of view the load assignments of a service
-// whose endpoints are in locs (see Localities) depend on: LoadAssignment
+// whose endpoints are in locs (see Localities) depend on: an assignment
 // reads the view only through its network and the rank of each endpoint
 // locality, so two views with one key get identical assignments. Proxies
 // in many zones see a service in a few ways (same zone, same region,

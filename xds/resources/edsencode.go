@@ -8,15 +8,28 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
-// EncodeLoadAssignment returns LoadAssignment's result encoded, without
-// building its messages: a hub re-encodes the assignments of a changed
-// service for each way proxies see it, and building then marshalling the
-// messages was two thirds of what a push allocated (and so of its garbage
-// collections). The bytes are those of proto's deterministic marshalling
-// of LoadAssignment's result, except that each lb_endpoint's metadata
-// (field 3) comes last, as the hub has always sent it: encoded once per
-// (cluster, network) and attached as unknown bytes (TestEncodeLoadAssignment
-// compares bytes and decodes over random cases).
+// EncodeLoadAssignment returns the EDS resource (a ClusterLoadAssignment)
+// of one (hostname, port) of s for proxies with the given view, encoded.
+// gateways are the east-west gateways by network, as GatewaysByNetwork
+// returns them.
+//
+// Endpoints on the view's network are sent as they are; an empty network is
+// the default network and equals only itself. Endpoints on another network
+// are replaced by that network's gateways (see addGateways), or dropped when
+// it has none. Localities get priorities by proximity to the view's
+// locality: same zone (and subzone, when the view has one) first, then same
+// region, then the rest; a view without a region prefers nothing. The
+// result satisfies every invariant in the package doc.
+//
+// It writes the bytes directly, without building messages: a hub
+// re-encodes the assignments of a changed service for each way proxies
+// see it, and messages built and then marshalled would be two thirds of
+// what a push allocates (and so of its garbage collections). The bytes are
+// those of proto's deterministic marshalling of ReferenceLoadAssignment's
+// result, except that each lb_endpoint's metadata (field 3) comes last:
+// it is encoded once per (cluster, network) and appended to each
+// lb_endpoint, and a stable encoding keeps resource versions stable
+// across hub versions.
 func EncodeLoadAssignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) []byte {
 	return assign(s, port, view, gateways).encode(ClusterName(port.GetPort(), hostname))
 }

@@ -65,7 +65,8 @@ func (o *output) find(t *testing.T, view, name string) *endpointv3.ClusterLoadAs
 	return nil
 }
 
-func generate(c goldenCase) *output {
+// generate returns what proxies are sent for a golden case.
+func generate(t *testing.T, c goldenCase) *output {
 	out := &output{
 		clusters:  Clusters(c.service),
 		listeners: Listeners(c.service),
@@ -75,7 +76,7 @@ func generate(c goldenCase) *output {
 	for _, v := range c.views {
 		for _, h := range Hostnames(c.service) {
 			for _, p := range Ports(c.service) {
-				out.assignments = append(out.assignments, assignment{v.name, LoadAssignment(c.service, h, p, v.view, gws)})
+				out.assignments = append(out.assignments, assignment{v.name, loadAssignment(t, c.service, h, p, v.view, gws)})
 			}
 		}
 	}
@@ -354,7 +355,7 @@ func goldenCases() []goldenCase {
 func TestGolden(t *testing.T) {
 	for _, c := range goldenCases() {
 		t.Run(c.name, func(t *testing.T) {
-			out := generate(c)
+			out := generate(t, c)
 			checkOutput(t, out)
 			if c.check != nil {
 				c.check(t, out)
@@ -375,7 +376,7 @@ func TestGolden(t *testing.T) {
 				t.Errorf("%s differs (-want +got); rerun with -update if intended:\n%s", path, diff)
 			}
 			// Pure and deterministic: a second run gives the same bytes.
-			if again := render(t, generate(c)); !bytes.Equal(got, again) {
+			if again := render(t, generate(t, c)); !bytes.Equal(got, again) {
 				t.Error("a second generation differs from the first")
 			}
 		})

@@ -188,13 +188,13 @@ func FuzzLoadAssignment(f *testing.F) {
 		gws := GatewaysByNetwork(clusters, tls)
 		for _, h := range Hostnames(s) {
 			for _, p := range Ports(s) {
-				out.assignments = append(out.assignments, assignment{v.Key(), LoadAssignment(s, h, p, v, gws)})
+				out.assignments = append(out.assignments, assignment{v.Key(), loadAssignment(t, s, h, p, v, gws)})
 			}
 		}
 		checkOutput(t, out)
 		// UDP ports get no clusters, but their assignments are still valid.
 		for _, p := range s.Ports {
-			cla := LoadAssignment(s, s.Hostname, p, v, gws)
+			cla := loadAssignment(t, s, s.Hostname, p, v, gws)
 			if err := checkAssignment(cla); err != nil {
 				t.Errorf("port %d: %v", p.GetPort(), err)
 			}
@@ -355,7 +355,7 @@ func TestWeightCap(t *testing.T) {
 	}
 	s := merged(parts...)
 	v := view("net-0", "r1", "z1", "")
-	cla := LoadAssignment(s, s.Hostname, grpcPort(), v, GatewaysByNetwork(infos, tls))
+	cla := loadAssignment(t, s, s.Hostname, grpcPort(), v, GatewaysByNetwork(infos, tls))
 	if err := checkAssignment(cla); err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestAssignmentKey(t *testing.T) {
 		gws := GatewaysByNetwork(clusters, tls)
 		for _, h := range Hostnames(s) {
 			for _, p := range Ports(s) {
-				a, b := LoadAssignment(s, h, p, v1, gws), LoadAssignment(s, h, p, v2, gws)
+				a, b := loadAssignment(t, s, h, p, v1, gws), loadAssignment(t, s, h, p, v2, gws)
 				if !proto.Equal(a, b) {
 					t.Errorf("seed %d: views %+v and %+v share key %q but get different assignments:\n%v\n%v",
 						seed, v1, v2, AssignmentKey(locs, v1), a, b)
