@@ -100,10 +100,7 @@ func (c *client) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		c.streams.Add(1)
 		_ = c.stream(ctx)
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
+		pause(ctx, 50*time.Millisecond)
 	}
 }
 

@@ -401,12 +401,8 @@ func (r *runner) churn(ctx context.Context) (int, error) {
 	next := start
 	lastLine := start
 	for n := range total {
-		if wait := time.Until(next); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return n, ctx.Err()
-			case <-time.After(wait):
-			}
+		if wait := time.Until(next); wait > 0 && !pause(ctx, wait) {
+			return n, ctx.Err()
 		}
 		next = next.Add(interval)
 		c := n % r.w.clusters
@@ -472,4 +468,17 @@ func (r *runner) restart(ctx context.Context) error {
 	r.res.RestartSeconds = last.Sub(start).Seconds()
 	r.logf("hub restarted: every client had the full state again after %.2fs", r.res.RestartSeconds)
 	return nil
+}
+
+// pause waits for d, or until ctx ends; it reports whether it waited all
+// of d.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -84,6 +84,8 @@ func (h *hubProcess) start(ctx context.Context, timeout time.Duration) error {
 		_ = logFile.Close()
 	}()
 	deadline := time.Now().Add(timeout)
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		if _, err := h.get(ctx, "/healthz"); err == nil {
 			return nil
@@ -94,7 +96,7 @@ func (h *hubProcess) start(ctx context.Context, timeout time.Duration) error {
 			return fmt.Errorf("%s hub exited: %w (log: %s)", h.kind, err, h.logPath)
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-poll.C:
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s hub not serving after %v (log: %s)", h.kind, timeout, h.logPath)
@@ -108,10 +110,12 @@ func (h *hubProcess) stop() error {
 		return nil
 	}
 	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	grace := time.NewTimer(10 * time.Second)
+	defer grace.Stop()
 	select {
 	case err := <-h.exited:
 		return exitErr(err)
-	case <-time.After(10 * time.Second):
+	case <-grace.C:
 		_ = h.cmd.Process.Kill()
 		return exitErr(<-h.exited)
 	}

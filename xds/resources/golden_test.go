@@ -67,6 +67,7 @@ func (o *output) find(t *testing.T, view, name string) *endpointv3.ClusterLoadAs
 
 // generate returns what proxies are sent for a golden case.
 func generate(t *testing.T, c goldenCase) *output {
+	t.Helper()
 	out := &output{
 		clusters:  Clusters(c.service),
 		listeners: Listeners(c.service),
