@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,10 @@ type Hub struct {
 	fedLis   net.Listener
 	debugLis net.Listener
 	xds      *xds.Server // nil when xDS is disabled
+	// serving is true from the start of Run until its context ends: a
+	// hub that is shutting down reports not ready, so that its Service
+	// sends new spokes and proxies to the other replicas.
+	serving atomic.Bool
 }
 
 // New builds a hub and binds its listeners.
@@ -106,9 +111,9 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 			extra["GET /debug/xds"] = h.xds.SetsHandler()
 		}
 		h.http = &http.Server{
-			// Ready even while warming up: spokes reach the hub through the
+			// Ready while warming up too: spokes reach the hub through the
 			// same Service, and the warm-up waits for them.
-			Handler:           debug.Handler(reg, promReg, func() bool { return true }, extra),
+			Handler:           debug.Handler(reg, promReg, h.Ready, extra),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 	}
@@ -157,9 +162,14 @@ func (h *Hub) DebugAddr() net.Addr {
 	return h.debugLis.Addr()
 }
 
+// Ready reports whether the hub serves: from the start of Run until it
+// begins to stop (/readyz).
+func (h *Hub) Ready() bool { return h.serving.Load() }
+
 // Run serves until ctx ends, then stops gracefully.
 func (h *Hub) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
+	h.serving.Store(true)
 	g.Go(func() error {
 		if err := h.grpc.Serve(h.fedLis); err != nil {
 			return fmt.Errorf("federation server: %w", err)
@@ -185,6 +195,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		<-ctx.Done()
+		h.serving.Store(false)
 		h.grpc.Stop() // streams are long-lived: GracefulStop would wait for every spoke to leave
 		if h.http != nil {
 			shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -57,10 +57,21 @@ func (l *LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
+		opts.ReplaceAttr = durationsAsText
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", l.Format)
 	}
+}
+
+// durationsAsText writes durations as Go writes them ("1.5s"), as the
+// text handler does: slog's JSON handler writes nanoseconds, which no
+// reader of a log expects.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // ParseCommand parses the flags a long-running command's config adds, and

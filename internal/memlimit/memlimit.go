@@ -57,7 +57,7 @@ func set(log *slog.Logger, fsys fs.FS, ratio float64, apply func(int64) int64) {
 	limit, source, err := cgroupLimit(fsys)
 	switch {
 	case err != nil:
-		log.Warn("memory limit not set: cannot read the cgroup memory limit", "error", err)
+		log.Warn("memory limit not set: cannot read the cgroup memory limit", "err", err)
 		return
 	case source == "":
 		log.Info("memory limit not set: no cgroup memory limit found")

@@ -105,25 +105,25 @@ func TestSet(t *testing.T) {
 			name:    "malformed v2",
 			files:   map[string]string{v2: "256Mi\n", v1: "268435456\n"},
 			ratio:   DefaultRatio,
-			wantLog: `level=WARN msg="memory limit not set: cannot read the cgroup memory limit" error="/sys/fs/cgroup/memory.max: limit \"256Mi\" is not a byte count"`,
+			wantLog: `level=WARN msg="memory limit not set: cannot read the cgroup memory limit" err="/sys/fs/cgroup/memory.max: limit \"256Mi\" is not a byte count"`,
 		},
 		{
 			name:    "malformed v1",
 			files:   map[string]string{v1: "-1\n"},
 			ratio:   DefaultRatio,
-			wantLog: `level=WARN msg="memory limit not set: cannot read the cgroup memory limit" error="/sys/fs/cgroup/memory/memory.limit_in_bytes: limit \"-1\" is not a byte count"`,
+			wantLog: `level=WARN msg="memory limit not set: cannot read the cgroup memory limit" err="/sys/fs/cgroup/memory/memory.limit_in_bytes: limit \"-1\" is not a byte count"`,
 		},
 		{
 			name:    "empty file",
 			files:   map[string]string{v2: ""},
 			ratio:   DefaultRatio,
-			wantLog: `level=WARN msg="memory limit not set: cannot read the cgroup memory limit" error="/sys/fs/cgroup/memory.max: limit \"\" is not a byte count"`,
+			wantLog: `level=WARN msg="memory limit not set: cannot read the cgroup memory limit" err="/sys/fs/cgroup/memory.max: limit \"\" is not a byte count"`,
 		},
 		{
 			name:    "zero limit",
 			files:   map[string]string{v2: "0\n"},
 			ratio:   DefaultRatio,
-			wantLog: `level=WARN msg="memory limit not set: cannot read the cgroup memory limit" error="/sys/fs/cgroup/memory.max: limit is 0 bytes"`,
+			wantLog: `level=WARN msg="memory limit not set: cannot read the cgroup memory limit" err="/sys/fs/cgroup/memory.max: limit is 0 bytes"`,
 		},
 	}
 	for _, tt := range tests {

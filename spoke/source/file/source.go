@@ -71,7 +71,7 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 	}
 	defer func() {
 		if err := watcher.Close(); err != nil {
-			s.log.Warn("cannot close manifest watcher", "error", err)
+			s.log.Warn("cannot close manifest watcher", "err", err)
 		}
 	}()
 
@@ -114,7 +114,7 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 				return fmt.Errorf("manifests %s: %w", s.dir, ErrWatchClosed)
 			}
 			// Most likely an overflow: events were lost, so reload.
-			s.log.Warn("manifest watch error", "error", err)
+			s.log.Warn("manifest watch error", "err", err)
 			schedule()
 		case <-timer.C:
 			burstStart = time.Time{}
@@ -220,7 +220,7 @@ func (st *state) walk() ([]string, error) {
 			if path == root {
 				return err
 			}
-			st.log.Warn("cannot read manifest directory entry", "file", path, "error", err)
+			st.log.Warn("cannot read manifest directory entry", "file", path, "err", err)
 			return nil
 		}
 		hidden := path != root && strings.HasPrefix(d.Name(), ".")
@@ -229,7 +229,7 @@ func (st *state) walk() ([]string, error) {
 				return fs.SkipDir
 			}
 			if err := st.watcher.Add(path); err != nil {
-				st.log.Warn("cannot watch manifest directory", "file", path, "error", err)
+				st.log.Warn("cannot watch manifest directory", "file", path, "err", err)
 			}
 			return nil
 		}
@@ -272,7 +272,7 @@ func isManifest(name string) bool {
 func (st *state) readFile(path string) {
 	data, err := os.ReadFile(filepath.Join(st.dir, filepath.FromSlash(path)))
 	if err != nil {
-		st.log.Error("cannot read manifest file; keeping its last good objects", "file", path, "error", err)
+		st.log.Error("cannot read manifest file; keeping its last good objects", "file", path, "err", err)
 		return
 	}
 	sum := sha256.Sum256(data)
@@ -289,9 +289,9 @@ func (st *state) readFile(path string) {
 	objects, skips, err := parse(data)
 	logSkipped(st.log, path, skips)
 	if err != nil {
-		attrs := []any{"file", path, "error", err}
+		attrs := []any{"file", path, "err", err}
 		if de := (*docError)(nil); errors.As(err, &de) {
-			attrs = []any{"file", path, "document", de.Document, "document_line", de.Line, "error", de.Err}
+			attrs = []any{"file", path, "document", de.Document, "document_line", de.Line, "err", de.Err}
 		}
 		st.log.Error("cannot parse manifest file; keeping its last good objects", attrs...)
 		return

@@ -193,7 +193,7 @@ func (s *Source) serviceExportsServed(ctx context.Context) bool {
 				"group_version", gv)
 			return false
 		}
-		s.log.Warn("cannot discover MCS ServiceExports; retrying", "group_version", gv, "error", err, "retry_in", backoff)
+		s.log.Warn("cannot discover MCS ServiceExports; retrying", "group_version", gv, "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return false
@@ -281,9 +281,9 @@ func watchErrorHandler(log *slog.Logger) cache.WatchErrorHandlerWithContext {
 	return func(_ context.Context, _ *cache.Reflector, err error) {
 		switch {
 		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-			log.Debug("watch closed; resuming", "error", err)
+			log.Debug("watch closed; resuming", "err", err)
 		default:
-			log.Warn("cannot watch; retrying", "error", err)
+			log.Warn("cannot watch; retrying", "err", err)
 		}
 	}
 }

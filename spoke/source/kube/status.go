@@ -75,10 +75,10 @@ func (w *statusWriter) run(ctx context.Context) {
 			w.queue.Forget(key)
 		case ctx.Err() != nil:
 		case apierrors.IsConflict(err): // the informer is about to deliver the newer object
-			w.log.Debug("ServiceExport changed under its status update; retrying", "service_export", key, "error", err)
+			w.log.Debug("ServiceExport changed under its status update; retrying", "service_export", key, "err", err)
 			w.queue.AddRateLimited(key)
 		default:
-			w.log.Warn("cannot set ServiceExport status; retrying", "service_export", key, "error", err)
+			w.log.Warn("cannot set ServiceExport status; retrying", "service_export", key, "err", err)
 			w.queue.AddRateLimited(key)
 		}
 		w.queue.Done(key)
