@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"unsafe"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -38,12 +36,6 @@ type set struct {
 	// revision gets the same first response (100,000 addresses sorted once,
 	// not once per ztunnel).
 	sorted []*entry
-	// synced holds the version maps (by identity) of the wildcard delta
-	// clients and the revision each matches, so that an ACK parks at once
-	// or compares only what changed since, instead of every entry: a
-	// ztunnel's set has every address of its network, and it ACKs each
-	// response while the set keeps changing.
-	synced map[unsafe.Pointer]uint64
 }
 
 // setChange is the names one revision of a set changed.
@@ -56,8 +48,7 @@ type setChange struct {
 // compared in full.
 const maxRecent = 64
 
-// changed records a revision that changed names, and forgets clients too
-// far behind for the log (dead streams among them).
+// changed records a revision that changed names.
 func (s *set) changed(names []string) {
 	s.rev++
 	s.sorted = nil
@@ -65,12 +56,6 @@ func (s *set) changed(names []string) {
 		s.recent = append(s.recent[:0], s.recent[1:]...)
 	}
 	s.recent = append(s.recent, setChange{rev: s.rev, names: names})
-	oldest := s.recent[0].rev - 1
-	for id, rev := range s.synced {
-		if rev < oldest {
-			delete(s.synced, id)
-		}
-	}
 }
 
 // byName returns the set's entries sorted by name.
@@ -103,10 +88,6 @@ func (s *set) changedSince(rev uint64) ([]string, bool) {
 	return out, true
 }
 
-// mapID identifies a client's version map, which the server keeps for
-// the whole stream (wildcard responses update it in place).
-func mapID(m map[string]string) unsafe.Pointer { return reflect.ValueOf(m).UnsafePointer() }
-
 type setKey struct {
 	typeURL string
 	view    string
@@ -118,14 +99,19 @@ type sotwWatch struct {
 	ch  chan cache.Response
 }
 
+// deltaWatch is a delta stream's open request for one type.
 type deltaWatch struct {
-	req *cache.DeltaRequest
-	sub cache.Subscription
-	ch  chan cache.DeltaResponse
+	typeURL string
+	// first is set for the type's first request on its stream, which a
+	// wildcard subscription gets an answer to even when it has everything.
+	first bool
+	sub   *subscription
+	ch    chan<- *deltaResp
 }
 
 // Cache holds encoded resources and the proxies' open watches. It
-// implements go-control-plane's cache.Cache.
+// implements go-control-plane's cache.Cache for state-of-the-world
+// streams; the server's own delta handler watches it through watchDelta.
 type Cache struct {
 	// viewOf names the EDS view of a request's node; nil means one view.
 	viewOf func(typeURL string, req proto.Message) string
@@ -247,8 +233,8 @@ func (c *Cache) notifyLocked(k setKey, s *set, changed []string, all bool) {
 		for _, w := range ws.affected(changed, all) {
 			if resp := deltaResponse(w, s, false, names); resp != nil {
 				ws.remove(w)
-				w.ch <- resp
-				s.markSynced(w, resp.returned)
+				w.ch <- resp // never blocks: one response per watch, buffered per type
+				s.markSynced(w)
 			}
 		}
 	}
@@ -274,13 +260,20 @@ func (c *Cache) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan 
 			return func() {}, nil
 		}
 	}
-	return park(c, c.sotw, k, w, sub), nil
+	return park(c, c.sotw, k, w, sub.IsWildcard(), sub.SubscribedResources()), nil
 }
 
-// CreateDeltaWatch implements cache.ConfigWatcher for delta streams.
-func (c *Cache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, ch chan cache.DeltaResponse) (func(), error) {
-	k := c.key(req.GetTypeUrl(), req)
-	w := &deltaWatch{req: req, sub: sub, ch: ch}
+// CreateDeltaWatch implements cache.ConfigWatcher. Delta streams are
+// served by the server's own handler (see watchDelta), never through it.
+func (c *Cache) CreateDeltaWatch(*cache.DeltaRequest, cache.Subscription, chan cache.DeltaResponse) (func(), error) {
+	return nil, errors.New("delta xDS is served by the meshfed delta handler")
+}
+
+// watchDelta answers a delta request for the set view of its type at once
+// when the proxy lacks something, or parks the watch until the set
+// changes. It returns the watch's cancel function.
+func (c *Cache) watchDelta(view string, w *deltaWatch) func() {
+	k := setKey{w.typeURL, view}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// A wildcard client is answered at once, even with nothing, once its
@@ -288,22 +281,22 @@ func (c *Cache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription
 	// would tell a reconnecting client that everything it has is gone.
 	if s := c.sets[k]; s != nil {
 		if resp := s.deltaAnswer(w); resp != nil {
-			ch <- resp
-			return func() {}, nil
+			w.ch <- resp
+			return func() {}
 		}
 	}
-	return park(c, c.delta, k, w, sub), nil
+	return park(c, c.delta, k, w, w.sub.wildcard, w.sub.names)
 }
 
 // park registers a watch that waits for a change and returns its cancel
 // function. Callers hold c.mu.
-func park[W comparable](c *Cache, index map[setKey]*watchers[W], k setKey, w W, sub cache.Subscription) func() {
+func park[W comparable](c *Cache, index map[setKey]*watchers[W], k setKey, w W, wildcard bool, names map[string]struct{}) func() {
 	ws := index[k]
 	if ws == nil {
 		ws = newWatchers[W]()
 		index[k] = ws
 	}
-	ws.add(w, sub.IsWildcard(), sub.SubscribedResources())
+	ws.add(w, wildcard, names)
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -359,13 +352,13 @@ func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 // deltaResponse returns the changes a delta watch needs, or nil when there
 // are none (and the watch need not be answered anyway).
 func deltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaResp {
-	if w.sub.IsWildcard() {
+	if w.sub.wildcard {
 		return wildcardDeltaResponse(w, s, always, changed)
 	}
-	returned := w.sub.ReturnedResources()
+	returned := w.sub.versions
 	next := make(map[string]string, len(returned))
-	r := &deltaResp{req: w.req, version: s.version}
-	for name := range w.sub.SubscribedResources() {
+	r := &deltaResp{typeURL: w.typeURL, version: s.version}
+	for name := range w.sub.names {
 		if e, ok := s.entries[name]; ok {
 			next[name] = e.Version
 			if returned[name] != e.Version {
@@ -380,18 +373,13 @@ func deltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaR
 
 // wildcardDeltaResponse answers a wildcard watch (a ztunnel holds every
 // address of its network). It looks only at the changed names when it is
-// told them, and it updates the client's version map in place rather than
-// copying it: the server hands this watch's map back to the stream as its
-// new state, and no one else reads it meanwhile (the cache lock orders the
-// push against the stream's next request). With 50,000 addresses and
-// hundreds of ztunnels, a scan and a copy per client per change would be
-// most of a push.
+// told them, and it updates the subscription's versions in place rather
+// than copying them (see subscription): with 50,000 addresses and hundreds
+// of ztunnels, a scan and a copy per client per change would be most of a
+// push.
 func wildcardDeltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaResp {
-	returned := w.sub.ReturnedResources()
-	if returned == nil {
-		returned = map[string]string{}
-	}
-	r := &deltaResp{req: w.req, version: s.version}
+	returned := w.sub.versions
+	r := &deltaResp{typeURL: w.typeURL, version: s.version}
 	consider := func(name string) {
 		e, ok := s.entries[name]
 		old, had := returned[name]
@@ -429,16 +417,19 @@ func wildcardDeltaResponse(w *deltaWatch, s *set, always bool, changed []string)
 }
 
 // deltaAnswer returns what a new delta watch must be sent at once, or nil
-// when it waits for a change.
+// when it waits for a change. A wildcard client known to hold an earlier
+// revision of the set is compared on the names changed since, instead of
+// every entry: a ztunnel's set has every address of its network, and it
+// ACKs each response while the set keeps changing.
 func (s *set) deltaAnswer(w *deltaWatch) *deltaResp {
-	wildcard := w.sub.IsWildcard()
-	first := w.req.GetResponseNonce() == "" && wildcard
+	wildcard := w.sub.wildcard
+	first := w.first && wildcard
 	var since []string // nil: compare every entry
-	if rev, ok := s.synced[mapID(w.sub.ReturnedResources())]; ok && !first && wildcard {
-		if rev == s.rev {
+	if wildcard && !first && w.sub.set == s {
+		if w.sub.rev == s.rev {
 			return nil // an ACK from a client that has this revision
 		}
-		if names, ok := s.changedSince(rev); ok {
+		if names, ok := s.changedSince(w.sub.rev); ok {
 			since = names
 			if since == nil {
 				since = []string{}
@@ -446,24 +437,15 @@ func (s *set) deltaAnswer(w *deltaWatch) *deltaResp {
 		}
 	}
 	resp := deltaResponse(w, s, first, since)
-	if resp != nil {
-		s.markSynced(w, resp.returned)
-	} else {
-		s.markSynced(w, w.sub.ReturnedResources())
-	}
+	s.markSynced(w)
 	return resp
 }
 
-// markSynced records that a wildcard client's version map now matches the
-// set.
-func (s *set) markSynced(w *deltaWatch, returned map[string]string) {
-	if !w.sub.IsWildcard() || returned == nil {
-		return
+// markSynced records that a wildcard client's versions now match the set.
+func (s *set) markSynced(w *deltaWatch) {
+	if w.sub.wildcard {
+		w.sub.set, w.sub.rev = s, s.rev
 	}
-	if s.synced == nil {
-		s.synced = map[unsafe.Pointer]uint64{}
-	}
-	s.synced[mapID(returned)] = s.rev
 }
 
 func (r *deltaResp) finish(returned map[string]string, always bool) *deltaResp {
@@ -497,25 +479,19 @@ func (r *response) GetResponseVersion() string              { return r.version }
 func (r *response) GetReturnedResources() map[string]string { return r.returned }
 func (r *response) GetContext() context.Context             { return context.Background() }
 
-// deltaResp is a delta response over shared, encoded resources.
+// deltaResp is a delta response over shared, encoded resources, and the
+// versions the proxy holds once it has it.
 type deltaResp struct {
-	req       *cache.DeltaRequest
+	typeURL   string
 	version   string
 	resources []*discovery.Resource
 	removed   []string
 	returned  map[string]string
 }
 
-var _ cache.DeltaResponse = (*deltaResp)(nil)
-
-func (r *deltaResp) GetDeltaDiscoveryResponse() (*discovery.DeltaDiscoveryResponse, error) {
+// message builds the response with its nonce (the stream's).
+func (r *deltaResp) message(nonce string) *discovery.DeltaDiscoveryResponse {
 	return &discovery.DeltaDiscoveryResponse{
-		SystemVersionInfo: r.version, Resources: r.resources, RemovedResources: r.removed, TypeUrl: r.req.GetTypeUrl(),
-	}, nil
+		SystemVersionInfo: r.version, Resources: r.resources, RemovedResources: r.removed, TypeUrl: r.typeURL, Nonce: nonce,
+	}
 }
-func (r *deltaResp) GetDeltaRequest() *discovery.DeltaDiscoveryRequest { return r.req }
-func (r *deltaResp) GetSystemVersion() (string, error)                 { return r.version, nil }
-func (r *deltaResp) GetResponseVersion() string                        { return r.version }
-func (r *deltaResp) GetNextVersionMap() map[string]string              { return r.returned }
-func (r *deltaResp) GetReturnedResources() map[string]string           { return r.returned }
-func (r *deltaResp) GetContext() context.Context                       { return context.Background() }

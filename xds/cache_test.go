@@ -118,13 +118,11 @@ func TestCacheDelta(t *testing.T) {
 
 	// A reconnecting wildcard client that has a (current), b (stale) and
 	// z (gone) gets b and z's removal only.
-	sub := stream.NewDeltaSubscription(nil, nil, map[string]string{"a": versions["a"], "b": "old", "z": "old"}, true)
-	ch := make(chan cache.DeltaResponse, 1)
-	if _, err := c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: resourcev3.ClusterType}, sub, ch); err != nil {
-		t.Fatal(err)
-	}
+	sub := newSubscription(nil, nil, map[string]string{"a": versions["a"], "b": "old", "z": "old"}, true)
+	ch := make(chan *deltaResp, 1)
+	c.watchDelta("", &deltaWatch{typeURL: resourcev3.ClusterType, first: true, sub: sub, ch: ch})
 	r := <-ch
-	out, _ := r.GetDeltaDiscoveryResponse()
+	out := r.message("1")
 	var sent []string
 	for _, res := range out.GetResources() {
 		sent = append(sent, res.GetName())
@@ -132,14 +130,13 @@ func TestCacheDelta(t *testing.T) {
 	if !slices.Equal(sent, []string{"b"}) || !slices.Equal(out.GetRemovedResources(), []string{"z"}) {
 		t.Fatalf("sent %v removed %v, want [b] and [z]", sent, out.GetRemovedResources())
 	}
-	sub.SetReturnedResources(r.GetReturnedResources())
+	sub.versions = r.returned
 
 	// A wildcard client is answered at once even when there is nothing,
 	// once the set exists.
 	update(t, c, "type.googleapis.com/istio.workload.Address", nil)
-	empty := make(chan cache.DeltaResponse, 1)
-	_, _ = c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: "type.googleapis.com/istio.workload.Address"},
-		stream.NewDeltaSubscription(nil, nil, nil, true), empty)
+	empty := make(chan *deltaResp, 1)
+	c.watchDelta("", &deltaWatch{typeURL: "type.googleapis.com/istio.workload.Address", first: true, sub: newSubscription(nil, nil, nil, true), ch: empty})
 	select {
 	case <-empty:
 	default:
@@ -147,15 +144,15 @@ func TestCacheDelta(t *testing.T) {
 	}
 
 	// By name: only subscribed names, removal of one that goes.
-	byName := stream.NewDeltaSubscription([]string{"a"}, nil, nil, false)
-	ch2 := make(chan cache.DeltaResponse, 1)
-	_, _ = c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: resourcev3.ClusterType}, byName, ch2)
+	byName := newSubscription([]string{"a"}, nil, nil, false)
+	ch2 := make(chan *deltaResp, 1)
+	c.watchDelta("", &deltaWatch{typeURL: resourcev3.ClusterType, first: true, sub: byName, ch: ch2})
 	r = <-ch2
-	byName.SetReturnedResources(r.GetReturnedResources())
-	_, _ = c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: "1"}, byName, ch2)
+	byName.versions = r.returned
+	c.watchDelta("", &deltaWatch{typeURL: resourcev3.ClusterType, sub: byName, ch: ch2})
 	mustUpdate(t, c, nil, "a")
 	r = <-ch2
-	out, _ = r.GetDeltaDiscoveryResponse()
+	out = r.message("2")
 	if !slices.Equal(out.GetRemovedResources(), []string{"a"}) || len(out.GetResources()) != 0 {
 		t.Fatalf("after removing a: %v", out)
 	}
@@ -233,21 +230,19 @@ func TestCacheSotwPartialForEDS(t *testing.T) {
 type wildcardClient struct {
 	t   *testing.T
 	c   *Cache
-	sub stream.Subscription
-	ch  chan cache.DeltaResponse
+	sub *subscription
+	ch  chan *deltaResp
 }
 
 func newWildcardClient(t *testing.T, c *Cache) *wildcardClient {
 	t.Helper()
-	return &wildcardClient{t: t, c: c, sub: stream.NewDeltaSubscription(nil, nil, nil, true), ch: make(chan cache.DeltaResponse, 1)}
+	return &wildcardClient{t: t, c: c, sub: newSubscription(nil, nil, nil, true), ch: make(chan *deltaResp, 1)}
 }
 
 // watch sends a request: the first ("" nonce) or an ACK.
 func (w *wildcardClient) watch(nonce string) {
 	w.t.Helper()
-	if _, err := w.c.CreateDeltaWatch(&cache.DeltaRequest{TypeUrl: AddressType, ResponseNonce: nonce}, w.sub, w.ch); err != nil {
-		w.t.Fatal(err)
-	}
+	w.c.watchDelta("", &deltaWatch{typeURL: AddressType, first: nonce == "", sub: w.sub, ch: w.ch})
 }
 
 // recv returns the names the waiting response upserts, then those it
@@ -256,8 +251,8 @@ func (w *wildcardClient) recv() []string {
 	w.t.Helper()
 	select {
 	case r := <-w.ch:
-		w.sub.SetReturnedResources(r.GetReturnedResources())
-		out, _ := r.GetDeltaDiscoveryResponse()
+		w.sub.versions = r.returned
+		out := r.message("n")
 		return append(names(out.GetResources()), out.GetRemovedResources()...)
 	default:
 		return nil
@@ -294,8 +289,8 @@ func TestCacheWildcardDeltaFollowsEveryChange(t *testing.T) {
 	}
 	update(t, c, AddressType, nil, "a")
 	z.watch("3")
-	if got := z.recv(); !slices.Equal(got, []string{"a"}) || len(z.sub.ReturnedResources()) != 1 {
-		t.Fatalf("after removing a: %v, returned %v", got, z.sub.ReturnedResources())
+	if got := z.recv(); !slices.Equal(got, []string{"a"}) || len(z.sub.versions) != 1 {
+		t.Fatalf("after removing a: %v, returned %v", got, z.sub.versions)
 	}
 }
 
@@ -309,8 +304,9 @@ func names(rs []*discovery.Resource) []string {
 
 // TestCacheWildcardDeltaCatchesUp covers a wildcard client whose ACK comes
 // after changes it was not sent: within the set's change log it gets the
-// names changed since its revision, beyond it a full comparison; and
-// clients that stop ACKing are forgotten.
+// names changed since its revision, beyond it a full comparison; and a
+// client that stops ACKing costs the set nothing (its state is its
+// stream's).
 func TestCacheWildcardDeltaCatchesUp(t *testing.T) {
 	c := NewCache(nil)
 	for _, n := range []string{"a", "b", "c"} {
@@ -339,7 +335,10 @@ func TestCacheWildcardDeltaCatchesUp(t *testing.T) {
 		t.Fatalf("ACK after more changes than the log holds got %v, want b", got)
 	}
 	s := c.sets[setKey{AddressType, ""}]
-	if _, ok := s.synced[mapID(gone.sub.ReturnedResources())]; ok || len(s.recent) != maxRecent {
-		t.Errorf("a client %d changes behind is still tracked (or the log has %d entries, want %d)", maxRecent+5, len(s.recent), maxRecent)
+	if len(s.recent) != maxRecent {
+		t.Errorf("the log has %d entries, want %d", len(s.recent), maxRecent)
+	}
+	if gone.sub.set != s || gone.sub.rev >= s.rev-maxRecent {
+		t.Errorf("the client that stopped ACKing is at revision %d of %d, want one beyond the log", gone.sub.rev, s.rev)
 	}
 }

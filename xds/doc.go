@@ -1,6 +1,9 @@
 // Package xds serves the clusterset to Envoy sidecars, proxyless gRPC
-// clients and ztunnels over ADS (state of the world and delta), built on
-// go-control-plane's stream handling with a cache of its own.
+// clients and ztunnels over ADS: state-of-the-world streams through
+// go-control-plane's stream handling, delta streams through a handler of
+// its own that keeps each stream's state (what the proxy holds, and for a
+// wildcard subscription the revision of the set it matches), both over a
+// cache of its own.
 //
 // The [Server] is an adapter around package translate's deterministic
 // translator: it owns the gRPC listener, debounces the registry's

@@ -74,8 +74,9 @@ type typeState struct {
 	Nacks      int       `json:"nacks"`
 }
 
-// callbacks records streams in the book once the first snapshot is
-// pushed; until then (or once stopping is closed) requests wait.
+// callbacks records state-of-the-world streams in the book once the first
+// snapshot is pushed; until then (or once stopping is closed) requests
+// wait. Delta streams are the delta handler's.
 func (s *Server) callbacks(stopping <-chan struct{}) gcpserver.Callbacks {
 	p := s.proxies
 	request := func(id streamID, node *core.Node, typeURL string, names int, wildcard bool, nonce string, nack *status.Status) error {
@@ -84,7 +85,8 @@ func (s *Server) callbacks(stopping <-chan struct{}) gcpserver.Callbacks {
 		case <-stopping:
 			return errors.New("xds server stopping")
 		}
-		return p.request(id, node, typeURL, names, wildcard, nonce, nack)
+		_, err := p.request(id, node, typeURL, names, wildcard, nonce, nack)
+		return err
 	}
 	return gcpserver.CallbackFuncs{
 		StreamClosedFunc: func(id int64, _ *core.Node) { p.closed(streamID{false, id}) },
@@ -94,14 +96,6 @@ func (s *Server) callbacks(stopping <-chan struct{}) gcpserver.Callbacks {
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, req *discovery.DiscoveryRequest, _ *discovery.DiscoveryResponse) {
 			p.sent(streamID{false, id}, req.GetTypeUrl())
-		},
-		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { p.closed(streamID{true, id}) },
-		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
-			return request(streamID{true, id}, req.GetNode(), req.GetTypeUrl(), len(req.GetResourceNamesSubscribe()),
-				false, req.GetResponseNonce(), req.GetErrorDetail())
-		},
-		StreamDeltaResponseFunc: func(id int64, req *discovery.DeltaDiscoveryRequest, _ *discovery.DeltaDiscoveryResponse) {
-			p.sent(streamID{true, id}, req.GetTypeUrl())
 		},
 	}
 }
@@ -118,8 +112,9 @@ func (p *proxies) proxyFromNode(node *core.Node) (Proxy, error) {
 	return ProxyFromNode(node, clusters)
 }
 
-// request records a request; the first one of a stream registers the proxy.
-func (p *proxies) request(id streamID, node *core.Node, typeURL string, names int, wildcard bool, nonce string, nack *status.Status) error {
+// request records a request and returns the stream's proxy; the first
+// request of a stream registers it.
+func (p *proxies) request(id streamID, node *core.Node, typeURL string, names int, wildcard bool, nonce string, nack *status.Status) (Proxy, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps, ok := p.streams[id]
@@ -127,7 +122,7 @@ func (p *proxies) request(id streamID, node *core.Node, typeURL string, names in
 		proxy, err := p.proxyFromNode(node)
 		if err != nil {
 			p.log.Warn("proxy refused", "err", err)
-			return err
+			return Proxy{}, err
 		}
 		ps = &proxyState{Proxy: proxy, Delta: id.delta, ConnectedAt: time.Now(), Types: map[string]*typeState{}}
 		p.streams[id] = ps
@@ -160,7 +155,7 @@ func (p *proxies) request(id streamID, node *core.Node, typeURL string, names in
 	case nonce != "":
 		t.LastAck = time.Now()
 	}
-	return nil
+	return ps.Proxy, nil
 }
 
 func (p *proxies) sent(id streamID, typeURL string) {

@@ -117,9 +117,11 @@ func (s *Server) Run(ctx context.Context, first <-chan Snapshot) error {
 	g := grpc.NewServer(opts...)
 	// grpc-go's clients never mean "everything" by an empty EDS or RDS
 	// request; Envoy's LDS/CDS and ztunnel do.
-	srv := gcpserver.NewServer(ctx, s.cache, s.callbacks(ctx.Done()),
+	sotw := gcpserver.NewServer(ctx, s.cache, s.callbacks(ctx.Done()),
 		gcpconfig.DeactivateLegacyWildcardForTypes([]string{resourcev3.EndpointType, resourcev3.RouteType}))
-	discovery.RegisterAggregatedDiscoveryServiceServer(g, srv)
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, ads{Server: sotw, delta: &deltaHandler{
+		cache: s.cache, proxies: s.proxies, ready: s.ready, stopping: ctx.Done(),
+	}})
 
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(s.lis) }()

@@ -1,0 +1,203 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshfed/meshfed/xds/translate"
+)
+
+// ads serves the aggregated discovery service: state-of-the-world streams
+// through go-control-plane's server, delta streams through the server's
+// own handler, which keeps each stream's state itself (what a proxy
+// holds, and for a wildcard subscription the revision of the set it
+// matches) rather than in go-control-plane's per-stream version maps.
+type ads struct {
+	gcpserver.Server
+	delta *deltaHandler
+}
+
+// DeltaAggregatedResources serves one delta ADS stream.
+func (a ads) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	return a.delta.serve(stream)
+}
+
+// deltaHandler runs delta ADS streams over the cache.
+type deltaHandler struct {
+	cache    *Cache
+	proxies  *proxies
+	ready    <-chan struct{} // closed once the first snapshot is pushed
+	stopping <-chan struct{}
+	streams  atomic.Int64
+}
+
+// legacyWildcard reports whether an empty first request subscribes to
+// everything: it does for Envoy's LDS and CDS and for ztunnel's types, and
+// never for EDS and RDS, which grpc-go's clients request by name only.
+func legacyWildcard(typeURL string) bool {
+	return typeURL != resourcev3.EndpointType && typeURL != resourcev3.RouteType
+}
+
+// deltaStream is one stream's state, owned by its goroutine.
+type deltaStream struct {
+	h     *deltaHandler
+	id    streamID
+	send  func(*discovery.DeltaDiscoveryResponse) error
+	proxy *Proxy // set by the first request
+	types map[string]*deltaType
+	// responses carries the watches' answers; each watch sends at most
+	// one, and a type has one watch at a time.
+	responses chan *deltaResp
+	nonce     int64
+}
+
+// deltaType is a stream's state for one type.
+type deltaType struct {
+	sub    *subscription
+	cancel func()
+}
+
+func (h *deltaHandler) serve(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	st := &deltaStream{
+		h:         h,
+		id:        streamID{delta: true, id: h.streams.Add(1)},
+		send:      stream.Send,
+		types:     map[string]*deltaType{},
+		responses: make(chan *deltaResp, maxTypesPerStream),
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	reqs := receive(ctx, stream.Recv)
+	defer func() {
+		cancel()
+		for _, t := range st.types {
+			t.cancel()
+		}
+		if st.proxy != nil {
+			h.proxies.closed(st.id)
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.stopping:
+			return nil
+		case resp := <-st.responses:
+			if err := st.respond(resp); err != nil {
+				return err
+			}
+		case req, ok := <-reqs:
+			if !ok {
+				return nil // the proxy closed the stream, or it broke
+			}
+			// Responses already answered go out first, so that the
+			// versions the next watch starts from are the proxy's.
+			if err := st.drain(); err != nil {
+				return err
+			}
+			if err := st.request(req); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// maxTypesPerStream bounds the types one stream watches: a proxy may ask
+// for types the hub does not serve (they are never answered), but not for
+// an unbounded number of them.
+const maxTypesPerStream = 32
+
+// receive reads requests into a channel until ctx ends or the stream
+// breaks (then it closes the channel). It does not outlive the stream:
+// gRPC ends a stream's Recv once its handler returns, and the handler
+// cancels ctx as it returns.
+func receive(ctx context.Context, recv func() (*discovery.DeltaDiscoveryRequest, error)) <-chan *discovery.DeltaDiscoveryRequest {
+	reqs := make(chan *discovery.DeltaDiscoveryRequest)
+	go func() {
+		defer close(reqs)
+		for {
+			req, err := recv()
+			if err != nil {
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return reqs
+}
+
+func (st *deltaStream) drain() error {
+	for {
+		select {
+		case resp := <-st.responses:
+			if err := st.respond(resp); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// respond sends a watch's answer and makes its versions the proxy's.
+func (st *deltaStream) respond(resp *deltaResp) error {
+	t := st.types[resp.typeURL]
+	if t == nil {
+		return nil
+	}
+	t.sub.versions = resp.returned
+	st.nonce++
+	st.h.proxies.sent(st.id, resp.typeURL)
+	return st.send(resp.message(strconv.FormatInt(st.nonce, 10)))
+}
+
+// request records a request in the proxy book, updates the type's
+// subscription, and opens its next watch.
+func (st *deltaStream) request(req *discovery.DeltaDiscoveryRequest) error {
+	select {
+	case <-st.h.ready:
+	case <-st.h.stopping:
+		return errors.New("xds server stopping")
+	}
+	typeURL := req.GetTypeUrl()
+	if typeURL == "" {
+		return status.Error(codes.InvalidArgument, "type URL is required for ADS")
+	}
+	t := st.types[typeURL]
+	if t == nil && len(st.types) == maxTypesPerStream {
+		return status.Errorf(codes.ResourceExhausted, "a stream may watch %d types at most", maxTypesPerStream)
+	}
+	// The node comes with the stream's first request; the book knows the
+	// proxy by its stream after that.
+	p, err := st.h.proxies.request(st.id, req.GetNode(), typeURL, len(req.GetResourceNamesSubscribe()), false,
+		req.GetResponseNonce(), req.GetErrorDetail())
+	if err != nil {
+		return err
+	}
+	st.proxy = &p
+	if t == nil {
+		t = &deltaType{sub: newSubscription(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(),
+			req.GetInitialResourceVersions(), legacyWildcard(typeURL))}
+		st.types[typeURL] = t
+	} else {
+		t.cancel()
+		t.sub.update(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
+	}
+	view := translate.ViewFor(typeURL, p.View()).Key
+	t.cancel = st.h.cache.watchDelta(view, &deltaWatch{
+		typeURL: typeURL, first: req.GetResponseNonce() == "", sub: t.sub, ch: st.responses,
+	})
+	return nil
+}

@@ -1,0 +1,178 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestSubscription(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		legacy       bool
+		requests     [][2][]string // subscribe, unsubscribe
+		wantWildcard bool
+		wantNames    []string
+	}{
+		{name: "an empty first request is wildcard where the type allows it", legacy: true, requests: [][2][]string{{nil, nil}}, wantWildcard: true},
+		{name: "and subscribes nothing where it does not", requests: [][2][]string{{nil, nil}}},
+		{name: "names end the legacy rule but keep the wildcard", legacy: true, requests: [][2][]string{{nil, nil}, {{"a"}, nil}}, wantWildcard: true, wantNames: []string{"a"}},
+		{name: "naming resources first is not wildcard", legacy: true, requests: [][2][]string{{{"a", "b"}, nil}}, wantNames: []string{"a", "b"}},
+		{name: "an explicit wildcard", requests: [][2][]string{{{"*"}, nil}}, wantWildcard: true},
+		{name: "unsubscribing the wildcard", legacy: true, requests: [][2][]string{{nil, nil}, {{"a"}, nil}, {nil, {"*"}}}, wantNames: []string{"a"}},
+		{name: "unsubscribing a name", requests: [][2][]string{{{"a", "b"}, nil}, {nil, {"a"}}}, wantNames: []string{"b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSubscription(tc.requests[0][0], tc.requests[0][1], nil, tc.legacy)
+			for _, r := range tc.requests[1:] {
+				s.update(r[0], r[1])
+			}
+			if s.wildcard != tc.wantWildcard || !slices.Equal(slices.Sorted(maps.Keys(s.names)), tc.wantNames) {
+				t.Errorf("wildcard %v names %v, want %v %v", s.wildcard, slices.Sorted(maps.Keys(s.names)), tc.wantWildcard, tc.wantNames)
+			}
+		})
+	}
+
+	// A name unsubscribed from a wildcard subscription is still wanted:
+	// its version is cleared so that the proxy is told whether it exists;
+	// a name unsubscribed otherwise is forgotten.
+	s := newSubscription([]string{"*", "a"}, nil, map[string]string{"a": "v1", "b": "v1"}, false)
+	s.update(nil, []string{"a"})
+	if v, ok := s.versions["a"]; !ok || v != "" {
+		t.Errorf("a's version after unsubscribing it from a wildcard: %q, %v; want \"\", true", v, ok)
+	}
+	s = newSubscription([]string{"a", "b"}, nil, map[string]string{"a": "v1", "b": "v1"}, false)
+	s.update(nil, []string{"a"})
+	if _, ok := s.versions["a"]; ok {
+		t.Error("a name unsubscribed by name keeps its version")
+	}
+}
+
+// fakeDeltaStream is a delta ADS stream driven by the test.
+type fakeDeltaStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	reqs chan *discovery.DeltaDiscoveryRequest
+	resp chan *discovery.DeltaDiscoveryResponse
+}
+
+func (f *fakeDeltaStream) Context() context.Context { return f.ctx }
+func (f *fakeDeltaStream) Send(r *discovery.DeltaDiscoveryResponse) error {
+	f.resp <- r
+	return nil
+}
+
+func (f *fakeDeltaStream) Recv() (*discovery.DeltaDiscoveryRequest, error) {
+	select {
+	case r := <-f.reqs:
+		return r, nil
+	case <-f.ctx.Done():
+		return nil, io.EOF
+	}
+}
+
+func (f *fakeDeltaStream) recv(t *testing.T) *discovery.DeltaDiscoveryResponse {
+	t.Helper()
+	select {
+	case r := <-f.resp:
+		return r
+	case <-time.After(time.Minute):
+		t.Fatal("no response")
+		return nil
+	}
+}
+
+// newDeltaHandler returns a handler over an empty cache, serving.
+func newDeltaHandler(t *testing.T) *deltaHandler {
+	t.Helper()
+	p := newProxies(newMetrics(prometheus.NewRegistry(), func() int64 { return 0 }), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ready := make(chan struct{})
+	close(ready)
+	return &deltaHandler{cache: NewCache(p.viewOf), proxies: p, ready: ready, stopping: t.Context().Done()}
+}
+
+// open serves a stream until the test ends or end is called; done has
+// serve's result.
+func (h *deltaHandler) open(t *testing.T) (st *fakeDeltaStream, end func(), done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	st = &fakeDeltaStream{ctx: ctx, reqs: make(chan *discovery.DeltaDiscoveryRequest), resp: make(chan *discovery.DeltaDiscoveryResponse, 1)}
+	errc := make(chan error, 1)
+	go func() { errc <- h.serve(st) }()
+	t.Cleanup(cancel)
+	return st, cancel, errc
+}
+
+// TestDeltaStream drives a ztunnel-like wildcard stream: its first request
+// is answered, an ACK of the current state is not, a change is sent once,
+// and a closed stream leaves nothing behind in the proxy book or the cache.
+func TestDeltaStream(t *testing.T) {
+	h := newDeltaHandler(t)
+	update(t, h.cache, AddressType, map[string]proto.Message{"a": cluster("a", 1)})
+	st, end, done := h.open(t)
+	st.reqs <- &discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "ztunnel-1"}, TypeUrl: AddressType}
+	if r := st.recv(t); len(r.GetResources()) != 1 || r.GetNonce() == "" {
+		t.Fatalf("first response %v, want a", r)
+	}
+	st.reqs <- &discovery.DeltaDiscoveryRequest{TypeUrl: AddressType, ResponseNonce: "1"}
+	update(t, h.cache, AddressType, map[string]proto.Message{"b": cluster("b", 1)})
+	r := st.recv(t)
+	if got := names(r.GetResources()); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("after adding b: %v, want b alone", got)
+	}
+	st.reqs <- &discovery.DeltaDiscoveryRequest{TypeUrl: AddressType, ResponseNonce: r.GetNonce()}
+	count := func() (streams, watches int) {
+		h.proxies.mu.Lock()
+		streams = len(h.proxies.streams)
+		h.proxies.mu.Unlock()
+		h.cache.mu.Lock()
+		defer h.cache.mu.Unlock()
+		if ws := h.cache.delta[setKey{AddressType, ""}]; ws != nil {
+			watches = len(ws.wildcard) + len(ws.names)
+		}
+		return streams, watches
+	}
+	await(t, "the ACK's watch", func() bool { s, w := count(); return s == 1 && w == 1 })
+
+	end() // the proxy goes away
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if streams, watches := count(); streams != 0 || watches != 0 {
+		t.Errorf("after the stream ended: %d streams in the book and %d watches in the cache, want none", streams, watches)
+	}
+}
+
+// TestDeltaStreamBoundsTypes: a proxy cannot open watches for an unbounded
+// number of type URLs.
+func TestDeltaStreamBoundsTypes(t *testing.T) {
+	h := newDeltaHandler(t)
+	st, _, done := h.open(t)
+	node := &core.Node{Id: "greedy"}
+	for i := range maxTypesPerStream + 1 {
+		select {
+		case st.reqs <- &discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: fmt.Sprintf("type.example/t%d", i)}:
+		case err := <-done:
+			if status.Code(err) != codes.ResourceExhausted || i != maxTypesPerStream {
+				t.Fatalf("stream ended after %d types with %v, want ResourceExhausted after %d", i, err, maxTypesPerStream)
+			}
+			return
+		}
+	}
+	if err := <-done; status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("stream ended with %v, want ResourceExhausted", err)
+	}
+}

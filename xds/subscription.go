@@ -1,0 +1,85 @@
+package xds
+
+// wildcardName is the resource name that subscribes to everything.
+const wildcardName = "*"
+
+// subscription is what a delta stream knows of one type: the names the
+// proxy subscribes to, whether it subscribes to everything, and the
+// versions of the resources it holds. It follows the xDS protocol's rules
+// (envoyproxy.io xds_protocol, "How the client specifies what resources to
+// return"), as go-control-plane's stream.Subscription does.
+//
+// The stream's goroutine owns it, and lends it to the cache while a watch
+// is open: the cache may update versions in place when it answers the
+// watch (a ztunnel holds every address of its network, and a copy per
+// response would cost as much as the push), and the stream reads it again
+// only after the response or the watch's cancellation, both of which the
+// cache's lock orders after that write.
+type subscription struct {
+	wildcard bool
+	// legacy is true while the proxy has subscribed no name: an empty
+	// first request means everything for the types that allow it.
+	legacy bool
+	names  map[string]struct{}
+	// versions are the versions of the resources the proxy holds, by name.
+	versions map[string]string
+	// set and rev are the set and its revision that versions match, when
+	// a wildcard response or an up-to-date request established it: from
+	// there, the names changed since rev are all that can differ.
+	set *set
+	rev uint64
+}
+
+// newSubscription returns the subscription of a type's first request.
+// legacyWildcard says whether an empty request subscribes to everything
+// for this type.
+func newSubscription(subscribe, unsubscribe []string, initial map[string]string, legacyWildcard bool) *subscription {
+	s := &subscription{
+		wildcard: len(subscribe) == 0 && legacyWildcard,
+		legacy:   legacyWildcard,
+		names:    map[string]struct{}{},
+		versions: initial,
+	}
+	if s.versions == nil {
+		s.versions = map[string]string{}
+	}
+	s.update(subscribe, unsubscribe)
+	return s
+}
+
+// update applies a request's subscriptions and unsubscriptions.
+func (s *subscription) update(subscribe, unsubscribe []string) {
+	if s.legacy {
+		if len(subscribe) == 0 {
+			return // still wildcard by the legacy rule
+		}
+		// Naming a resource ends the legacy rule, but the subscription
+		// stays wildcard until "*" is unsubscribed.
+		s.legacy = false
+	}
+	for _, name := range subscribe {
+		if name == wildcardName {
+			s.wildcard = true
+			continue
+		}
+		s.names[name] = struct{}{}
+	}
+	for _, name := range unsubscribe {
+		if name == wildcardName {
+			s.wildcard = false
+			continue
+		}
+		if _, ok := s.names[name]; ok && s.wildcard {
+			// Still wanted through the wildcard: the proxy must be told
+			// whether it exists. An empty version makes the next response
+			// carry it, or its removal.
+			s.versions[name] = ""
+		} else {
+			delete(s.versions, name)
+		}
+		delete(s.names, name)
+	}
+	if len(subscribe)+len(unsubscribe) > 0 {
+		s.set = nil // versions may no longer match a revision
+	}
+}
