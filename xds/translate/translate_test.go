@@ -173,9 +173,10 @@ func TestTranslateSequences(t *testing.T) {
 	}
 }
 
-// result is what one step returned.
+// result is one step's snapshot and what Translate returned for it.
 type result struct {
 	step    step
+	snap    Snapshot
 	updates []SetUpdate
 }
 
@@ -196,7 +197,7 @@ func run(t *testing.T, steps []step) []result {
 		if err != nil {
 			t.Fatalf("step %q: %v", s.name, err)
 		}
-		out = append(out, result{s, updates})
+		out = append(out, result{s, snap, updates})
 	}
 	return out
 }
@@ -273,30 +274,17 @@ func (s sets) apply(updates []SetUpdate) {
 func TestTranslateIncrementalEqualsFull(t *testing.T) {
 	for name, steps := range sequences {
 		t.Run(name, func(t *testing.T) {
-			c := xdstest.New()
-			tr := New("cluster.local")
-			snap := c.Publish()
 			incremental := sets{}
-			for _, s := range steps {
-				changes := federation.Changes{}
-				if s.change != nil {
-					s.change(c)
-					snap = c.Publish()
-					changes = snap.Changes()
-				}
-				updates, err := tr.Translate(snap, changes, s.views)
+			for _, r := range run(t, steps) {
+				incremental.apply(r.updates)
+				fresh, err := New("cluster.local").Translate(r.snap, federation.Changes{}, r.step.views)
 				if err != nil {
 					t.Fatal(err)
 				}
-				incremental.apply(updates)
 				full := sets{}
-				fresh, err := New("cluster.local").Translate(snap, federation.Changes{}, s.views)
-				if err != nil {
-					t.Fatal(err)
-				}
 				full.apply(fresh)
 				if diff := gocmp.Diff(full, incremental, cmpopts.EquateEmpty()); diff != "" {
-					t.Errorf("after %q, incremental sets differ from a full build (-full +incremental):\n%s", s.name, diff)
+					t.Errorf("after %q, incremental sets differ from a full build (-full +incremental):\n%s", r.step.name, diff)
 				}
 			}
 		})
