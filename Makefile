@@ -56,6 +56,7 @@ fuzz: ## Run each fuzz target for a short while.
 	$(GO) test -run='^$$' -fuzz=FuzzValidateUpdate -fuzztime=20s ./federation/
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=20s ./spoke/source/file/
 	$(GO) test -run='^$$' -fuzz=FuzzLoadAssignment -fuzztime=20s ./xds/resources/
+	$(GO) test -run='^$$' -fuzz=FuzzProxyFromNode -fuzztime=20s ./xds/
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in tools/go.mod).
