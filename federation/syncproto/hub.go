@@ -1,0 +1,255 @@
+package syncproto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// Conn is a stream's hold on its cluster's shard in the hub's registry
+// (hub/registry.Conn is one).
+type Conn interface {
+	// Resume reports whether the hub holds the session's shard at a version
+	// between acked and sent, from which the spoke can send a delta.
+	Resume(session string, acked, sent uint64) (version uint64, ok bool)
+	// Apply applies a complete update, whole or not at all.
+	Apply(session string, u *federationpb.ShardUpdate) error
+	// RecordNack counts a rejected update in the cluster's status.
+	RecordNack(reason string)
+	// Superseded is closed when a newer stream took the cluster over.
+	Superseded() <-chan struct{}
+	// Close releases the shard.
+	Close()
+}
+
+// Connector takes a cluster's shard for a new stream, superseding the
+// previous stream's Conn.
+type Connector func(id federation.ClusterID, build string) Conn
+
+// HubObserver learns what one hub session does, for logs and metrics. Its
+// methods run on the session's goroutine and must not block.
+type HubObserver interface {
+	// Connected: the spoke's Hello was answered with welcome.
+	Connected(hello *federationpb.Hello, welcome *federationpb.Welcome)
+	// Received: a message carrying a chunk arrived.
+	Received(m *federationpb.SpokeMessage)
+	// Applied: a complete update was applied and is being acknowledged.
+	Applied(u *federationpb.ShardUpdate)
+	// Rejected: an update was rejected; a Nack with an unspecified code
+	// ends the stream instead of being sent.
+	Rejected(n *federationpb.Nack)
+}
+
+// Limits caps each cluster's shard, as the registry does. Zero means no cap.
+type Limits struct {
+	MaxServices, MaxEndpoints, MaxWorkloads int
+}
+
+// HubConfig configures the hub's sessions.
+type HubConfig struct {
+	// MaxMessageBytes is announced to spokes so that they chunk below it.
+	MaxMessageBytes int
+	// HubID names this hub replica in Welcome messages.
+	HubID  string
+	Limits Limits
+	// NackCode gives the code of a Nack for an error of [Conn.Apply] other
+	// than federation's (a *federation.ValidationError, or one wrapping
+	// federation.ErrOverLimit). NACK_CODE_UNSPECIFIED ends the stream.
+	NackCode func(error) federationpb.NackCode
+}
+
+// Hub runs the hub's side of every spoke's stream.
+type Hub struct {
+	cfg     HubConfig
+	connect Connector
+
+	mu sync.Mutex
+	// unsound holds, per cluster, the session whose shard the hub may hold
+	// incomplete (a chunk of an applied update arrived after its last
+	// chunk). The hub does not resume it; a full update clears it.
+	unsound map[federation.ClusterID]string
+}
+
+// NewHub returns a hub writing shards through connect.
+func NewHub(cfg HubConfig, connect Connector) *Hub {
+	return &Hub{cfg: cfg, connect: connect, unsound: map[federation.ClusterID]string{}}
+}
+
+var errNoHello = &streamError{kind: ErrBadHello, msg: "the first message of a stream must be Hello"}
+
+// Serve runs the protocol on one stream until it ends. bound is the
+// cluster the stream's credential is bound to ("" binds none: the Hello's
+// claim is taken as is). Errors of the transport are returned as they are;
+// the others wrap this package's errors. Serve returns without waiting for
+// its receiver, which returns once the stream has ended: a gRPC server
+// stream ends only when its handler returns.
+func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.ClusterID, obs HubObserver) error {
+	first, err := t.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return errNoHello
+	}
+	id := federation.ClusterID(hello.GetClusterId())
+	if err := federation.ValidateCluster(&federationpb.Cluster{Id: string(id)}); err != nil {
+		return &streamError{kind: ErrBadHello, msg: "hello: " + err.Error(), cause: err}
+	}
+	if bound != "" && bound != id {
+		return &ClusterMismatchError{Bound: bound, Claimed: id}
+	}
+	conn := h.connect(id, hello.GetBuild())
+	defer conn.Close()
+	welcome := h.welcome(conn, id, hello)
+	if err := t.Send(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Welcome{Welcome: welcome}}); err != nil {
+		return err
+	}
+	obs.Connected(hello, welcome)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := &hubSession{Hub: h, t: t, conn: conn, id: id, session: hello.GetSession(), obs: obs, a: assembler{limits: h.cfg.Limits}}
+	r := receive(ctx, t.Recv)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-conn.Superseded():
+			return ErrSuperseded
+		case <-r.done:
+			return &streamError{kind: ErrSpokeGone, msg: r.err.Error(), cause: r.err}
+		case m := <-r.msgs:
+			if err := s.receive(m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (h *Hub) welcome(conn Conn, id federation.ClusterID, hello *federationpb.Hello) *federationpb.Welcome {
+	version, resume := conn.Resume(hello.GetSession(), hello.GetAckedVersion(), hello.GetSentVersion())
+	if resume && h.isUnsound(id, hello.GetSession()) {
+		version, resume = 0, false
+	}
+	l := h.cfg.Limits
+	return &federationpb.Welcome{
+		Resume:  resume,
+		Version: version,
+		HubId:   h.cfg.HubID,
+		Limits: &federationpb.Limits{
+			MaxMessageBytes: uint32(h.cfg.MaxMessageBytes),
+			MaxServices:     uint32(l.MaxServices),
+			MaxEndpoints:    uint32(l.MaxEndpoints),
+			MaxWorkloads:    uint32(l.MaxWorkloads),
+		},
+	}
+}
+
+func (h *Hub) isUnsound(id federation.ClusterID, session string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.unsound[id]
+	return ok && s == session
+}
+
+func (h *Hub) setUnsound(id federation.ClusterID, session string, unsound bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if unsound {
+		h.unsound[id] = session
+	} else {
+		delete(h.unsound, id)
+	}
+}
+
+// hubSession is the state of one welcomed stream.
+type hubSession struct {
+	*Hub
+	t       HubTransport
+	conn    Conn
+	id      federation.ClusterID
+	session string
+	obs     HubObserver
+	a       assembler
+	// The last versions whose last chunk arrived on this stream, and the
+	// last applied.
+	completed, applied uint64
+}
+
+// receive takes one message of the spoke's.
+func (s *hubSession) receive(m *federationpb.SpokeMessage) error {
+	u := m.GetUpdate()
+	if u == nil {
+		return nil // a second Hello, or a kind this hub does not know yet
+	}
+	s.obs.Received(m)
+	if s.completed != 0 && u.GetMore() && u.GetVersion() <= s.completed {
+		// Every chunk of an update comes before its last one: the update
+		// taken as this version lacked this chunk. The spoke resends it on
+		// a new stream; when it was applied, as its full state.
+		if u.GetVersion() <= s.applied {
+			s.setUnsound(s.id, s.session, true)
+		}
+		return s.reject(&federationpb.Nack{
+			Version: u.GetVersion(), Nonce: u.GetNonce(),
+			Reason: fmt.Sprintf("a chunk of version %d arrived after its last chunk", u.GetVersion()),
+		})
+	}
+	complete, nack := s.a.add(u)
+	if nack == nil && complete == nil {
+		return nil // more chunks to come
+	}
+	if complete != nil {
+		s.completed = complete.GetVersion()
+	}
+	if nack == nil {
+		nack = s.apply(complete)
+	}
+	if nack != nil {
+		return s.reject(nack)
+	}
+	s.applied = complete.GetVersion()
+	if complete.GetFull() {
+		s.setUnsound(s.id, "", false)
+	}
+	s.obs.Applied(complete)
+	ack := &federationpb.Ack{Version: complete.GetVersion(), Nonce: complete.GetNonce()}
+	return s.t.Send(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Ack{Ack: ack}})
+}
+
+// apply applies a complete update and returns a Nack when it was rejected.
+func (s *hubSession) apply(u *federationpb.ShardUpdate) *federationpb.Nack {
+	err := s.conn.Apply(s.session, u)
+	if err == nil {
+		return nil
+	}
+	nack := &federationpb.Nack{Version: u.GetVersion(), Nonce: u.GetNonce(), Reason: err.Error()}
+	var verr *federation.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		nack.Code = federationpb.NackCode_NACK_CODE_INVALID
+		nack.Object = verr.Object()
+		nack.Field = verr.Field
+	case errors.Is(err, federation.ErrOverLimit):
+		nack.Code = federationpb.NackCode_NACK_CODE_OVER_LIMIT
+	case s.cfg.NackCode != nil:
+		nack.Code = s.cfg.NackCode(err)
+	}
+	return nack
+}
+
+// reject answers a rejected update with its Nack, or ends the stream for
+// a Nack with an unspecified code.
+func (s *hubSession) reject(n *federationpb.Nack) error {
+	s.conn.RecordNack(n.GetReason())
+	s.obs.Rejected(n)
+	if n.GetCode() == federationpb.NackCode_NACK_CODE_UNSPECIFIED {
+		return &streamError{kind: ErrReset, msg: n.GetReason()}
+	}
+	return s.t.Send(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Nack{Nack: n}})
+}
