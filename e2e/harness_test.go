@@ -218,6 +218,10 @@ func must(err error) {
 	}
 }
 
+// ackedVersion is the last version the hub acknowledged to tr, as its
+// next Hello says.
+func ackedVersion(tr *shard.Tracker) uint64 { return tr.Hello("", "").GetAckedVersion() }
+
 // fill writes a cluster with one service of n endpoints into a tracker.
 func fill(tr *shard.Tracker, cluster, network string, n int) {
 	tr.Update(time.Now(), true, func(w shard.Writer) {

@@ -61,7 +61,7 @@ func TestSyncHubLostTheShard(t *testing.T) {
 		return len(endpointsOf(s, "demo/echo", "east")) == endpoints && s.WorkloadCount() == endpoints
 	}
 	await(t, first.reg, "the first hub's sync", func(s *registry.Snapshot) bool { return whole(s, n) })
-	waitFor(t, "ack of the full state", func() bool { _, acked := tr.Versions(); return acked == 1 })
+	waitFor(t, "ack of the full state", func() bool { return ackedVersion(tr) == 1 })
 
 	d.mu.Lock()
 	d.client = second.client

@@ -36,7 +36,7 @@ func TestSyncAckAndDelta(t *testing.T) {
 		t.Errorf("delta carries %d removals, %d endpoints, %d services; want only the one removal",
 			n, len(got[1].GetEndpoints()), len(got[1].GetServices()))
 	}
-	waitFor(t, "ack of version 2", func() bool { _, acked := tr.Versions(); return acked == 2 })
+	waitFor(t, "ack of version 2", func() bool { return ackedVersion(tr) == 2 })
 }
 
 // rawStream opens a Sync stream and completes the Hello/Welcome exchange.
@@ -188,7 +188,7 @@ func TestSyncReconnectResumes(t *testing.T) {
 	d := &killableDialer{client: h.client}
 	u := runUplink(t, "east", tr, d.dial)
 	await(t, h.reg, "initial sync", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 50 })
-	waitFor(t, "ack of the full state", func() bool { _, acked := tr.Versions(); return acked == 1 })
+	waitFor(t, "ack of the full state", func() bool { return ackedVersion(tr) == 1 })
 
 	d.kill()
 	// The kill is seen when the uplink counts a reconnect; a change made
@@ -234,7 +234,7 @@ func TestSyncRestartedSpokeDoesNotFlap(t *testing.T) {
 	second := shard.NewTracker()
 	fill(second, "east", "n1", 20)
 	runUplink(t, "east", second, (&killableDialer{client: h.client}).dial)
-	waitFor(t, "the restarted spoke's full state to be acked", func() bool { _, acked := second.Versions(); return acked == 1 })
+	waitFor(t, "the restarted spoke's full state to be acked", func() bool { return ackedVersion(second) == 1 })
 
 	for s := before; s != nil; s = s.Next() {
 		if n := len(endpointsOf(s, "demo/echo", "east")); n != 20 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshfed/meshfed/internal/memlimit"
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/uplink"
 )
 
 // Config configures a spoke.
@@ -46,6 +47,9 @@ type Config struct {
 	SystemNamespace string
 	MaxMessageBytes int
 	KeepaliveTime   time.Duration
+	// AckTimeout bounds how long an update to the hub may make no progress
+	// before the spoke reopens the stream and resumes (0: one minute).
+	AckTimeout time.Duration
 	// DebugAddr serves /healthz and /debug/pprof/ ("" disables it).
 	DebugAddr string
 	// Build is reported to the hub.
@@ -78,6 +82,7 @@ func DefaultConfig() Config {
 		SystemNamespace:  "istio-system",
 		MaxMessageBytes:  4 << 20,
 		KeepaliveTime:    30 * time.Second,
+		AckTimeout:       uplink.DefaultAckTimeout,
 		MemoryLimitRatio: memlimit.DefaultRatio,
 		GCPercent:        DefaultGCPercent,
 	}
@@ -103,6 +108,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SystemNamespace, "system-namespace", c.SystemNamespace, "namespace whose topology.istio.io/network label sets the cluster's network")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest federation message sent (the hub may ask for less)")
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping the hub connection when idle for this long")
+	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "reopen the hub stream when an update makes no progress (a chunk sent, or the hub's answer) for this long")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, `address for /healthz and /debug/pprof/ (HTTP; keep it local; "" disables it)`)
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", c.MemoryLimitRatio, "share of the container's memory limit (cgroup) that becomes the Go soft memory limit, unless GOMEMLIMIT is set (0 turns this off)")
 	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "garbage collection target as GOGC, unless GOGC is set (0: Go's default, 100); lower trades CPU for memory")
@@ -136,6 +142,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.MemoryLimitRatio >= 0 && c.MemoryLimitRatio < 1) {
 		errs = append(errs, fmt.Errorf("--memory-limit-ratio %v is outside [0, 1) (0 turns it off)", c.MemoryLimitRatio))
+	}
+	if c.AckTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--ack-timeout %v is negative", c.AckTimeout))
 	}
 	if c.GCPercent < 0 {
 		errs = append(errs, fmt.Errorf("--gc-percent %d is negative (0 keeps Go's default)", c.GCPercent))

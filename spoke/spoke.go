@@ -97,7 +97,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder")),
 		source:  src,
 		uplink: uplink.New(uplink.Config{
-			ClusterID: cfg.ClusterID, Build: cfg.Build, MaxMessageBytes: cfg.MaxMessageBytes,
+			ClusterID: cfg.ClusterID, Build: cfg.Build, MaxMessageBytes: cfg.MaxMessageBytes, AckTimeout: cfg.AckTimeout,
 			FullAcked: func() { releaseMemory(log) },
 		}, t, dial, log.With("component", "uplink")),
 	}, nil
@@ -117,9 +117,6 @@ func releaseMemory(log *slog.Logger) {
 
 // Tracker returns the spoke's shard tracker.
 func (s *Spoke) Tracker() *shard.Tracker { return s.tracker }
-
-// Uplink returns the spoke's uplink.
-func (s *Spoke) Uplink() *uplink.Uplink { return s.uplink }
 
 // Run federates the cluster until ctx ends.
 func (s *Spoke) Run(ctx context.Context) error {

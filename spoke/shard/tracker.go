@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/federation/syncproto"
 )
 
 type kind uint8
@@ -78,6 +79,8 @@ type Tracker struct {
 
 	changed chan struct{} // has a value when something is waiting to be sent
 }
+
+var _ syncproto.Shard = (*Tracker)(nil)
 
 // NewTracker returns an empty tracker with a new random session.
 func NewTracker() *Tracker {
@@ -301,7 +304,7 @@ func (t *Tracker) clearInflight() {
 // under maxBytes (no limit for maxBytes <= 0), and marks it in flight. It
 // returns nil when there is nothing to send, an update is already in
 // flight, or the source has not delivered its initial state.
-func (t *Tracker) Next(nonce string, maxBytes int) *Update {
+func (t *Tracker) Next(nonce string, maxBytes int) syncproto.Update {
 	t.mu.Lock()
 	if t.synced && t.inflightVer == 0 && t.needFull && !t.complete && t.resync != nil {
 		resync := t.resync
@@ -387,11 +390,4 @@ func (t *Tracker) Pending() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.dirty) > 0 || t.clusterDirty
-}
-
-// Versions returns the last version sent and the last one acknowledged.
-func (t *Tracker) Versions() (sent, acked uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.version, t.acked
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/federation/syncproto"
 	"github.com/meshfed/meshfed/spoke/shard/shardtest"
 )
 
@@ -275,8 +276,12 @@ func must(t testing.TB, err error) {
 	}
 }
 
+type nexter interface {
+	Next(nonce string, maxBytes int) syncproto.Update
+}
+
 // next returns the tracker's next update, assembled.
-func next(t *testing.T, tr interface{ Next(string, int) *Update }, nonce string) *federationpb.ShardUpdate {
+func next(t *testing.T, tr nexter, nonce string) *federationpb.ShardUpdate {
 	t.Helper()
 	u := tr.Next(nonce, 0)
 	if u == nil {

@@ -2,29 +2,32 @@ package uplink
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
-	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
+	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
-	"github.com/meshfed/meshfed/spoke/shard"
+	"github.com/meshfed/meshfed/federation/syncproto"
 )
 
-// Stream is the part of a Sync stream the protocol uses.
+// Stream is the part of a Sync stream the uplink uses.
 type Stream interface {
 	Send(*federationpb.SpokeMessage) error
 	Recv() (*federationpb.HubMessage, error)
 }
 
+var _ syncproto.SpokeTransport = Stream(nil)
+
 // Dialer opens a new Sync stream; the stream ends when ctx ends.
 type Dialer func(ctx context.Context) (Stream, error)
+
+// DefaultAckTimeout is long enough for a hub busy with a fleet's initial
+// syncs to answer a large update, and short enough that a spoke leaves a
+// wedged hub stream within minutes.
+const DefaultAckTimeout = time.Minute
 
 // Config configures the uplink.
 type Config struct {
@@ -37,6 +40,10 @@ type Config struct {
 	MinBackoff, MaxBackoff time.Duration
 	// WelcomeTimeout bounds the wait for the hub's answer to Hello.
 	WelcomeTimeout time.Duration
+	// AckTimeout bounds how long the update in flight may make no
+	// progress (a chunk sent, or after the last the hub's answer): the
+	// stream is then reopened, and the spoke resumes from what the hub has.
+	AckTimeout time.Duration
 	// FullAcked, when set, is called on the uplink's goroutine after the
 	// hub acknowledges a full state: the end of a burst of work.
 	FullAcked func()
@@ -56,8 +63,14 @@ func (c Config) WithDefaults() Config {
 	if c.WelcomeTimeout == 0 {
 		c.WelcomeTimeout = 15 * time.Second
 	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
 	return c
 }
+
+// nackBackoff is the first wait before the full state follows a Nack.
+const nackBackoff = time.Second
 
 // Status is what the uplink reports about its connection.
 type Status struct {
@@ -68,20 +81,38 @@ type Status struct {
 	BytesSent      int64
 }
 
-// Uplink streams a tracker's shard to the hub.
+// Uplink streams a shard to the hub.
 type Uplink struct {
-	cfg  Config
-	t    *shard.Tracker
-	dial Dialer
-	log  *slog.Logger
+	cfg    Config
+	dial   Dialer
+	log    *slog.Logger
+	clock  clock.WithDelayedExecution
+	jitter func(n int64) int64 // in [0, n)
+	spoke  *syncproto.Spoke
 
 	mu     sync.Mutex
 	status Status
 }
 
-// New returns an uplink sending t's updates over streams from dial.
-func New(cfg Config, t *shard.Tracker, dial Dialer, log *slog.Logger) *Uplink {
-	return &Uplink{cfg: cfg.WithDefaults(), t: t, dial: dial, log: log}
+// New returns an uplink sending the updates of shard (a shard.Tracker)
+// over streams from dial.
+func New(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger) *Uplink {
+	return newUplink(cfg, shard, dial, log, clock.RealClock{}, rand.Int64N)
+}
+
+func newUplink(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger, clk clock.WithDelayedExecution, jitter func(int64) int64) *Uplink {
+	u := &Uplink{cfg: cfg.WithDefaults(), dial: dial, log: log, clock: clk, jitter: jitter}
+	u.spoke = syncproto.NewSpoke(syncproto.SpokeConfig{
+		ClusterID:       u.cfg.ClusterID,
+		Build:           u.cfg.Build,
+		MaxMessageBytes: u.cfg.MaxMessageBytes,
+		WelcomeTimeout:  u.cfg.WelcomeTimeout,
+		AckTimeout:      u.cfg.AckTimeout,
+		NackBackoff:     nackBackoff,
+		MaxNackBackoff:  u.cfg.MaxBackoff,
+		Clock:           clk,
+	}, shard, observer{u})
+	return u
 }
 
 // Status returns a copy of the uplink's status.
@@ -99,9 +130,10 @@ func (u *Uplink) setStatus(fn func(*Status)) {
 
 // Run keeps a stream to the hub until ctx ends; it returns nil then.
 func (u *Uplink) Run(ctx context.Context) error {
+	dial := func(ctx context.Context) (syncproto.SpokeTransport, error) { return u.dial(ctx) }
 	backoff := u.cfg.MinBackoff
 	for {
-		welcomed, err := u.session(ctx)
+		welcomed, err := u.spoke.Session(ctx, dial)
 		u.setStatus(func(s *Status) { s.Connected = false })
 		if ctx.Err() != nil {
 			return nil
@@ -111,148 +143,49 @@ func (u *Uplink) Run(ctx context.Context) error {
 		}
 		// Full jitter keeps a fleet of spokes from reconnecting in lockstep
 		// after a hub restart.
-		wait := time.Duration(rand.Int64N(int64(backoff))) + u.cfg.MinBackoff/2
-		u.log.Warn("hub stream ended; reconnecting", "err", err, "after", wait.Round(time.Millisecond))
-		timer := time.NewTimer(wait)
+		wait := time.Duration(u.jitter(int64(backoff))) + u.cfg.MinBackoff/2
+		u.log.Warn("hub stream ended; reconnecting", "err", err, "retry_in", wait.Round(time.Millisecond))
+		timer := u.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return nil
-		case <-timer.C:
+		case <-timer.C():
 		}
 		backoff = min(2*backoff, u.cfg.MaxBackoff)
 		u.setStatus(func(s *Status) { s.Reconnects++ })
 	}
 }
 
-// session runs one stream. welcomed reports whether the hub answered Hello.
-func (u *Uplink) session(ctx context.Context) (welcomed bool, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := u.dial(ctx)
-	if err != nil {
-		return false, fmt.Errorf("open stream: %w", err)
-	}
-	hello := u.t.Hello(u.cfg.ClusterID, u.cfg.Build)
-	if err := stream.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: hello}}); err != nil {
-		return false, fmt.Errorf("send hello: %w", err)
-	}
+// observer keeps the uplink's status and logs from what its sessions do.
+type observer struct{ u *Uplink }
 
-	msgs := make(chan *federationpb.HubMessage)
-	recvErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	// The stream ends with ctx; wait for the receiver so that it never
-	// outlives the session.
-	defer wg.Wait()
-	defer cancel()
+var _ syncproto.SpokeObserver = observer{}
 
-	welcomeTimer := time.NewTimer(u.cfg.WelcomeTimeout)
-	defer welcomeTimer.Stop()
-	var welcome *federationpb.Welcome
-	for welcome == nil {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case err := <-recvErr:
-			return false, fmt.Errorf("waiting for welcome: %w", err)
-		case <-welcomeTimer.C:
-			return false, errors.New("the hub did not answer hello in time")
-		case m := <-msgs:
-			welcome = m.GetWelcome()
-			if welcome == nil {
-				return false, fmt.Errorf("the hub's first message is %T, not welcome", m.GetKind())
-			}
-		}
-	}
-	maxBytes := u.cfg.MaxMessageBytes
-	if hubMax := int(welcome.GetLimits().GetMaxMessageBytes()); hubMax > 0 && hubMax < maxBytes {
-		maxBytes = hubMax
-	}
-	u.t.Reconnected(welcome.GetResume(), welcome.GetVersion())
-	u.setStatus(func(s *Status) { s.Connected, s.Resumed = true, welcome.GetResume() })
-	u.log.Info("connected to hub", "hub", welcome.GetHubId(), "resume", welcome.GetResume(), "version", welcome.GetVersion())
+// Welcomed implements syncproto.SpokeObserver.
+func (o observer) Welcomed(w *federationpb.Welcome) {
+	o.u.setStatus(func(s *Status) { s.Connected, s.Resumed = true, w.GetResume() })
+	o.u.log.Info("connected to hub", "hub", w.GetHubId(), "resume", w.GetResume(), "version", w.GetVersion())
+}
 
-	// After a Nack the next (full) update waits for a backoff and then for
-	// a change, so that a shard the hub cannot take is not resent in a loop.
-	var retryC <-chan time.Time
-	waitChange := false
-	nackBackoff := time.Second
-	for {
-		if retryC == nil && !waitChange {
-			if err := u.sendNext(stream, maxBytes); err != nil {
-				return true, err
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return true, ctx.Err()
-		case err := <-recvErr:
-			return true, fmt.Errorf("receive: %w", err)
-		case <-u.t.Changed():
-			waitChange = false
-		case <-retryC:
-			retryC, waitChange = nil, !u.t.Pending()
-		case m := <-msgs:
-			switch {
-			case m.GetAck() != nil:
-				if u.t.Acked(m.GetAck().GetVersion()) && u.cfg.FullAcked != nil {
-					u.cfg.FullAcked()
-				}
-				nackBackoff = time.Second
-			case m.GetNack() != nil:
-				n := m.GetNack()
-				if !u.t.Nacked(n.GetVersion()) {
-					continue
-				}
-				u.setStatus(func(s *Status) { s.LastNackReason = n.GetReason() })
-				u.log.Error("the hub rejected an update; it keeps its last good shard",
-					"version", n.GetVersion(), "code", n.GetCode(), "object", n.GetObject(), "field", n.GetField(), "reason", n.GetReason())
-				if n.GetCode() != federationpb.NackCode_NACK_CODE_NO_BASE {
-					retryC = time.After(nackBackoff)
-					nackBackoff = min(2*nackBackoff, u.cfg.MaxBackoff)
-				}
-			}
-		}
+// Sent implements syncproto.SpokeObserver.
+func (o observer) Sent(upd syncproto.Update, bytes int) {
+	o.u.mu.Lock()
+	o.u.status.BytesSent += int64(bytes)
+	o.u.mu.Unlock()
+	o.u.log.Debug("update sent", "version", upd.Version(), "full", upd.Full(), "chunks", upd.Len(), "bytes", bytes)
+}
+
+// Acked implements syncproto.SpokeObserver.
+func (o observer) Acked(_ uint64, full bool) {
+	if full && o.u.cfg.FullAcked != nil {
+		o.u.cfg.FullAcked()
 	}
 }
 
-// sendNext sends the tracker's next update, if any, in chunks.
-func (u *Uplink) sendNext(stream Stream, maxBytes int) error {
-	upd := u.t.Next(newNonce(), maxBytes)
-	if upd == nil {
-		return nil
-	}
-	sent := 0
-	for i := range upd.Len() {
-		m := &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Update{Update: upd.Chunk(i)}}
-		if err := stream.Send(m); err != nil {
-			return fmt.Errorf("send version %d: %w", upd.Version(), err)
-		}
-		sent += proto.Size(m)
-	}
-	u.setStatus(func(s *Status) { s.BytesSent += int64(sent) })
-	u.log.Debug("update sent", "version", upd.Version(), "full", upd.Full(), "chunks", upd.Len(), "bytes", sent)
-	return nil
-}
-
-func newNonce() string {
-	var b [6]byte
-	_, _ = crand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// Nacked implements syncproto.SpokeObserver.
+func (o observer) Nacked(n *federationpb.Nack) {
+	o.u.setStatus(func(s *Status) { s.LastNackReason = n.GetReason() })
+	o.u.log.Error("the hub rejected an update; it keeps its last good shard",
+		"version", n.GetVersion(), "code", n.GetCode(), "object", n.GetObject(), "field", n.GetField(), "reason", n.GetReason())
 }
