@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -27,7 +28,7 @@ type simSpoke struct {
 	t      *shard.Tracker
 	uplink *uplink.Uplink
 
-	mu        sync.Mutex // guards pods against a resync
+	mu        sync.Mutex // orders the churn's writes and the resyncs
 	pods      []pod      // the cluster's endpoints, by index
 	byService map[int][]int
 }
@@ -53,7 +54,6 @@ func newSimSpoke(w world, c int, hubAddr string, log *slog.Logger) (*simSpoke, e
 	if err != nil {
 		return nil, err
 	}
-	s.t.SetResync(s.resync)
 	return s, nil
 }
 
@@ -73,15 +73,23 @@ func (s *simSpoke) write(wr shard.Writer) error {
 	return nil
 }
 
-// resync writes the shard anew for a hub that lost it. It runs on the
-// uplink's goroutine while the churn replaces pods: mu orders the two.
-func (s *simSpoke) resync() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.t.Update(time.Now(), false, func(wr shard.Writer) {
-		wr.Reset()
-		_ = s.write(wr) // the same objects were written without error before
-	})
+// resync writes the shard anew each time the tracker asks (the hub lost
+// it, or rejected an update), until ctx ends. The churn replaces pods
+// meanwhile: mu orders the two.
+func (s *simSpoke) resync(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.t.Resync():
+		}
+		s.mu.Lock()
+		s.t.Update(time.Now(), false, func(wr shard.Writer) {
+			wr.Reset()
+			_ = s.write(wr) // the same objects were written without error before
+		})
+		s.mu.Unlock()
+	}
 }
 
 // fastReconnect lets clients and spokes come back within a second of a
@@ -121,6 +129,15 @@ func (s *simSpoke) replace(i int, address, uid string, now time.Time) error {
 	return nil
 }
 
-func (s *simSpoke) run(ctx context.Context) error { return s.uplink.Run(ctx) }
+// run runs the uplink and the resyncs until ctx ends.
+func (s *simSpoke) run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.uplink.Run(ctx) })
+	g.Go(func() error {
+		s.resync(ctx)
+		return nil
+	})
+	return g.Wait()
+}
 
 func (s *simSpoke) close() { _ = s.conn.Close() }

@@ -54,6 +54,7 @@ func TestSyncHubLostTheShard(t *testing.T) {
 	first, second := newMemHub(t, registry.Limits{}, 4<<20), newMemHub(t, registry.Limits{}, 4<<20)
 	tr := shard.NewTracker()
 	b := shard.NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr, testLogger(t))
+	runInBackground(t, b.Run)
 	b.Apply(in, nil)
 	d := &killableDialer{client: first.client}
 	u := runUplink(t, "east", tr, d.dial)

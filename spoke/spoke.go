@@ -127,6 +127,7 @@ func (s *Spoke) Run(ctx context.Context) error {
 			s.builder.Apply(in, changes)
 		})
 	})
+	g.Go(func() error { return s.builder.Run(ctx) })
 	g.Go(func() error { return s.uplink.Run(ctx) })
 	if s.cfg.DebugAddr != "" {
 		lis, err := net.Listen("tcp", s.cfg.DebugAddr)

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"strings"
@@ -15,9 +16,8 @@ import (
 type set = map[string]struct{}
 
 // Builder renormalizes the parts of a cluster that changed and writes the
-// result to a Tracker. It is the tracker's resync: it writes the whole
-// shard anew when the tracker asks. Its methods may be called
-// concurrently (Apply from the source, the resync from the uplink).
+// result to a Tracker, and writes the whole shard anew when the tracker
+// asks for it (see [Builder.Run]). Apply and Run may run concurrently.
 type Builder struct {
 	opts normalize.Options
 	t    *Tracker
@@ -46,15 +46,26 @@ type Builder struct {
 // placed is a workload's uid and node.
 type placed struct{ uid, node string }
 
-// NewBuilder returns a builder writing to t, and makes it t's resync.
+// NewBuilder returns a builder writing to t.
 func NewBuilder(opts normalize.Options, t *Tracker, log *slog.Logger) *Builder {
-	b := &Builder{
+	return &Builder{
 		opts: opts.WithDefaults(), t: t, log: log, now: time.Now,
 		svcPods: map[string][]string{}, podSvcs: map[string][]string{},
 		podWorkload: map[string]placed{},
 	}
-	t.SetResync(b.resync)
-	return b
+}
+
+// Run writes the whole shard anew, from the last Apply's inputs, each time
+// the tracker asks ([Tracker.Resync]), until ctx ends; it returns nil then.
+func (b *Builder) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-b.t.Resync():
+			b.resync()
+		}
+	}
 }
 
 // Apply brings the shard up to date with in, given what changed since the

@@ -1,9 +1,11 @@
 package shard
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 )
@@ -63,6 +66,7 @@ func TestBuilderFollowsChanges(t *testing.T) {
 	in := d.in
 	tr := NewTracker()
 	b := NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	runBuilder(t, b)
 	b.Apply(in, nil)
 	if services, endpoints, workloads := tr.Counts(); services != 1 || endpoints != 1 || workloads != 1 {
 		t.Fatalf("initial shard: %d services, %d endpoints, %d workloads", services, endpoints, workloads)
@@ -105,7 +109,7 @@ func TestBuilderFollowsChanges(t *testing.T) {
 
 	// The hub lost the shard: the builder writes it anew, as it is now.
 	tr.Reconnected(false, 0)
-	u := next(t, tr, "full")
+	u := awaitNext(t, tr, "full")
 	if !u.GetFull() || len(u.GetServices()) != 1 || len(u.GetEndpoints()) != 1 || len(u.GetWorkloads()) != 1 ||
 		u.GetEndpoints()[0].GetNetwork() != "n2" || u.GetCluster().GetNetwork() != "n1" {
 		t.Fatalf("the full state after a reconnect: %v", u)
@@ -121,5 +125,37 @@ func TestBuilderFollowsChanges(t *testing.T) {
 	u = next(t, tr, "y")
 	if len(u.GetRemovedServices()) != 1 || len(u.GetRemovedEndpoints()) != 1 || len(u.GetRemovedWorkloads()) != 1 {
 		t.Errorf("the delta after unexport: %v", u)
+	}
+}
+
+// runBuilder runs b's resyncs until the test ends.
+func runBuilder(t *testing.T, b *Builder) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("builder: %v", err)
+		}
+	})
+}
+
+// awaitNext returns the tracker's next update once there is one: after a
+// resync, once the builder has written the shard anew.
+func awaitNext(t *testing.T, tr *Tracker, nonce string) *federationpb.ShardUpdate {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for {
+		if u := next(t, tr, nonce); u != nil {
+			return u
+		}
+		select {
+		case <-tr.Changed():
+		case <-ctx.Done():
+			t.Fatalf("no update: %v", ctx.Err())
+		}
 	}
 }

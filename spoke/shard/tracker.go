@@ -44,11 +44,10 @@ type objKey struct {
 // caches already hold what it is made of. Changed objects wait in the
 // dirty set as records until sent. When the hub needs the whole shard
 // again (it lost the spoke's session, or rejected an update), the tracker
-// asks the shard's writer to write it anew (see [Tracker.SetResync]).
+// asks the shard's writer to write it anew (see [Tracker.Resync]).
 type Tracker struct {
 	session string
 	seed    maphash.Seed
-	resync  func()
 
 	mu        sync.Mutex
 	cluster   *federationpb.Cluster
@@ -78,6 +77,9 @@ type Tracker struct {
 	needFull        bool   // the next update must be the full state
 
 	changed chan struct{} // has a value when something is waiting to be sent
+	resync  chan struct{} // has a value when the writer must write the whole shard
+	// resyncAsked: a resync was asked for and no Reset has answered it.
+	resyncAsked bool
 }
 
 var _ syncproto.Shard = (*Tracker)(nil)
@@ -96,19 +98,16 @@ func NewTracker() *Tracker {
 		complete:  true,
 		needFull:  true,
 		changed:   make(chan struct{}, 1),
+		resync:    make(chan struct{}, 1),
 	}
 }
 
-// SetResync sets what writes the whole shard anew: one [Tracker.Update]
-// that calls [Writer.Reset] first. The tracker calls it, from
-// [Tracker.Next] and without its lock held, when the hub needs the full
-// state after the first. [NewBuilder] sets it; a tracker without one
-// sends no full state after its first.
-func (t *Tracker) SetResync(fn func()) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.resync = fn
-}
+// Resync has a value when the hub needs the whole shard and the tracker
+// does not hold it (it keeps hashes, not objects): the shard's writer then
+// writes it anew, in one [Tracker.Update] that calls [Writer.Reset] first.
+// Until then no update leaves; a tracker whose writer never resyncs sends
+// no full state after its first.
+func (t *Tracker) Resync() <-chan struct{} { return t.resync }
 
 // Session identifies this tracker's lifetime to the hub.
 func (t *Tracker) Session() string { return t.session }
@@ -166,11 +165,16 @@ func (w Writer) diff(k objKey, field protowire.Number, m proto.Message, prev uin
 }
 
 // Reset forgets the shard (not the cluster's facts): what is written next
-// is the whole shard.
+// is the whole shard, and it leaves as the full state (a delta would lose
+// the removals Reset forgets).
 func (w Writer) Reset() {
 	t := w.t
 	t.services, t.endpoints, t.workloads, t.nEndpoint = map[string]uint64{}, map[string]map[string]uint64{}, map[string]uint64{}, 0
-	t.dirty, t.complete = map[objKey]record{}, true
+	t.dirty, t.complete, t.needFull, t.resyncAsked = map[objKey]record{}, true, true, false
+	select {
+	case <-t.resync: // answered
+	default:
+	}
 }
 
 // SetCluster sets the cluster's own facts.
@@ -303,21 +307,23 @@ func (t *Tracker) clearInflight() {
 // Next returns the next update to send, in chunks whose encodings stay
 // under maxBytes (no limit for maxBytes <= 0), and marks it in flight. It
 // returns nil when there is nothing to send, an update is already in
-// flight, or the source has not delivered its initial state.
+// flight, the source has not delivered its initial state, or the full
+// state is due and the writer has yet to write it (see [Tracker.Resync]).
 func (t *Tracker) Next(nonce string, maxBytes int) syncproto.Update {
 	t.mu.Lock()
-	if t.synced && t.inflightVer == 0 && t.needFull && !t.complete && t.resync != nil {
-		resync := t.resync
-		t.mu.Unlock()
-		resync()
-		t.mu.Lock()
-	}
 	defer t.mu.Unlock()
 	if !t.synced || t.inflightVer != 0 {
 		return nil
 	}
 	if t.needFull && !t.complete {
-		return nil // no resync: nothing to send the whole shard from
+		if !t.resyncAsked {
+			t.resyncAsked = true
+			select {
+			case t.resync <- struct{}{}:
+			default:
+			}
+		}
+		return nil
 	}
 	if !t.needFull && len(t.dirty) == 0 && !t.clusterDirty {
 		return nil

@@ -28,15 +28,26 @@ type testShard struct {
 
 func newTestShard(tb testing.TB) *testShard {
 	tb.Helper()
-	s := &testShard{Tracker: NewTracker(), t: tb}
-	s.SetResync(func() {
-		s.resyncs++
-		s.Update(time.Now(), false, func(w Writer) {
-			w.Reset()
-			s.write(w)
-		})
+	return &testShard{Tracker: NewTracker(), t: tb}
+}
+
+// Next answers a resync the tracker asks for at once, as a Builder's Run
+// would before the next update.
+func (s *testShard) Next(nonce string, maxBytes int) syncproto.Update {
+	if u := s.Tracker.Next(nonce, maxBytes); u != nil {
+		return u
+	}
+	select {
+	case <-s.Resync():
+	default:
+		return nil
+	}
+	s.resyncs++
+	s.Update(time.Now(), false, func(w Writer) {
+		w.Reset()
+		s.write(w)
 	})
-	return s
+	return s.Tracker.Next(nonce, maxBytes)
 }
 
 func (s *testShard) write(w Writer) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -282,10 +283,22 @@ func fullShard(t *testing.T, in normalize.Inputs, opts normalize.Options) *feder
 }
 
 // sortedFull returns the tracker's next update, which must be the full
-// state, with its lists sorted.
+// state, with its lists sorted. After a reconnect, the update waits for
+// the builder to write the shard anew.
 func sortedFull(t *testing.T, tr *shard.Tracker) *federationpb.ShardUpdate {
 	t.Helper()
-	u := shardtest.Assemble(t, shardtest.Chunks(tr.Next("test", 0)))
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	next := tr.Next("test", 0)
+	for next == nil {
+		select {
+		case <-tr.Changed():
+		case <-deadline.C:
+			t.Fatalf("no update from the tracker within %v", waitTimeout)
+		}
+		next = tr.Next("test", 0)
+	}
+	u := shardtest.Assemble(t, shardtest.Chunks(next))
 	if !u.GetFull() {
 		t.Fatalf("tracker update is not the full state: %v", u)
 	}

@@ -185,6 +185,8 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 	builder := shard.NewBuilder(testOptions, h.tracker, log.With("component", "builder"))
 
 	ctx, cancel := context.WithCancel(context.Background())
+	resyncs := make(chan error, 1)
+	go func() { resyncs <- builder.Run(ctx) }()
 	done := make(chan error, 1)
 	go func() {
 		done <- h.src.Run(ctx, func(in normalize.Inputs, changes []normalize.Change) {
@@ -199,6 +201,9 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run() = %v, want nil after cancel", err)
+		}
+		if err := <-resyncs; err != nil {
+			t.Errorf("builder's Run() = %v, want nil after cancel", err)
 		}
 	})
 	return h
