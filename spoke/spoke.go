@@ -115,9 +115,6 @@ func releaseMemory(log *slog.Logger) {
 	log.Info("hub has the full state; free heap returned to the OS", "heap_in_use", m.HeapInuse, "heap_released", m.HeapReleased)
 }
 
-// Tracker returns the spoke's shard tracker.
-func (s *Spoke) Tracker() *shard.Tracker { return s.tracker }
-
 // Run federates the cluster until ctx ends.
 func (s *Spoke) Run(ctx context.Context) error {
 	defer func() { _ = s.conn.Close() }()

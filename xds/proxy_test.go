@@ -23,11 +23,13 @@ func FuzzProxyFromNode(f *testing.F) {
 		if !utf8.ValidString(id + cluster + network + region + zone + subzone) {
 			return // protobuf decoding rejects invalid UTF-8 before the hub sees it
 		}
-		node := &core.Node{Id: id, Locality: &core.Locality{Region: region, Zone: zone, SubZone: subzone},
+		node := &core.Node{
+			Id: id, Locality: &core.Locality{Region: region, Zone: zone, SubZone: subzone},
 			Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
 				MetadataClusterID: structpb.NewStringValue(cluster),
 				MetadataNetwork:   structpb.NewStringValue(network),
-			}}}
+			}},
+		}
 		p, err := ProxyFromNode(node, clusters)
 		if err != nil {
 			return
