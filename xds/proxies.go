@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -40,6 +41,7 @@ type proxies struct {
 	streams map[streamID]*proxyState
 	nodes   map[string]*proxyState // node ID → the latest stream of that proxy
 	inUse   map[translate.View]int // views some proxy uses → how many streams
+	sorted  []translate.View       // inUse's views, sorted; nil after a change
 	wake    chan struct{}          // has a value when the views in use changed
 }
 
@@ -185,6 +187,7 @@ func (p *proxies) closed(id streamID) {
 }
 
 func (p *proxies) signal() {
+	p.sorted = nil
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -194,11 +197,17 @@ func (p *proxies) signal() {
 // viewsChanged has a value when a view came into use or went out of it.
 func (p *proxies) viewsChanged() <-chan struct{} { return p.wake }
 
-// views returns the views in use.
+// views returns the views in use, sorted. Between changes it returns the
+// same slice, which callers must not modify: every push asks.
 func (p *proxies) views() []translate.View {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Collect(maps.Keys(p.inUse))
+	if p.sorted == nil {
+		p.sorted = slices.SortedFunc(maps.Keys(p.inUse), func(a, b translate.View) int {
+			return cmp.Or(cmp.Compare(a.TypeURL, b.TypeURL), cmp.Compare(a.Key, b.Key))
+		})
+	}
+	return p.sorted
 }
 
 // viewOf maps a request to the set that answers it: per-view types by the

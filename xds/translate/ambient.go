@@ -21,11 +21,12 @@ type addrItem struct {
 	res  *Resource
 }
 
-// change is an item that changed, and its previous scope: a network that
-// saw it before and does not now gets its removal.
+// change is an item that changed, and its previous scope (when had): a
+// network that saw it before and does not now gets its removal.
 type change struct {
 	addrItem
-	was *workloads.Item
+	was workloads.Item
+	had bool
 }
 
 func newAmbientTranslator(trustDomain string) ambientTranslator {
@@ -34,15 +35,12 @@ func newAmbientTranslator(trustDomain string) ambientTranslator {
 
 // translate regenerates the addresses a change touches, encodes each once
 // and hands it to the networks that see it.
-func (a *ambientTranslator) translate(in *input, views map[View]bool) []SetUpdate {
+func (a *ambientTranslator) translate(in *input, views []View) []SetUpdate {
 	items := a.builder.Push(in.snap, slices.Sorted(maps.Keys(in.services)), in.workloads, in.all)
 	var changed []change
 	for _, it := range items {
 		old, had := a.items[it.Name]
-		c := change{}
-		if had {
-			c.was = &old.item
-		}
+		c := change{was: old.item, had: had}
 		if it.Message == nil {
 			if had {
 				delete(a.items, it.Name)
@@ -66,7 +64,7 @@ func (a *ambientTranslator) translate(in *input, views map[View]bool) []SetUpdat
 		return nil
 	}
 	var out []SetUpdate
-	for _, v := range sortedViews(views) {
+	for _, v := range views {
 		if v.TypeURL != AddressType {
 			continue
 		}
@@ -75,7 +73,7 @@ func (a *ambientTranslator) translate(in *input, views map[View]bool) []SetUpdat
 			switch {
 			case c.res != nil && c.item.InScope(v.For.Network):
 				u.Upserts = append(u.Upserts, c.res)
-			case c.was != nil && c.was.InScope(v.For.Network):
+			case c.had && c.was.InScope(v.For.Network):
 				u.Removals = append(u.Removals, c.item.Name)
 			}
 		}

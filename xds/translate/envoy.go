@@ -49,7 +49,7 @@ func shapeOf(v *federation.ServiceView) string {
 // translate regenerates the changed services' resources, and the EDS of
 // every service when the clusters' networks or gateways changed (they
 // decide split horizon).
-func (e *envoyTranslator) translate(in *input, views map[View]bool) []SetUpdate {
+func (e *envoyTranslator) translate(in *input, views []View) []SetUpdate {
 	clusters := in.snap.Clusters()
 	gateways := resources.GatewaysByNetwork(clusters, federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
 	networks := map[federation.ClusterID]federation.NetworkID{}
@@ -124,7 +124,7 @@ func (e *envoyTranslator) translate(in *input, views map[View]bool) []SetUpdate 
 		edsKeys = e.serviceKeys()
 	}
 	a := e.assignments(in)
-	for _, v := range sortedViews(views) {
+	for _, v := range views {
 		if v.TypeURL != resourcev3.EndpointType {
 			continue
 		}

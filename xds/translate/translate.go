@@ -73,7 +73,8 @@ type SetUpdate struct {
 type Translator struct {
 	envoy   envoyTranslator   // CDS, LDS, RDS, EDS
 	ambient ambientTranslator // the workload API
-	views   map[View]bool     // the views whose sets are built
+	built   []View            // the views whose sets are built, sorted
+	inUse   []View            // the views of the previous call, as given
 	started bool
 	encodes int64
 }
@@ -84,7 +85,6 @@ func New(trustDomain string) *Translator {
 	return &Translator{
 		envoy:   newEnvoyTranslator(),
 		ambient: newAmbientTranslator(trustDomain),
-		views:   map[View]bool{},
 	}
 }
 
@@ -110,37 +110,51 @@ func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views 
 	}
 	in.workloads = changes.Workloads
 
-	wanted := make(map[View]bool, len(views))
-	for _, v := range views {
-		wanted[v] = true
-	}
-	var out []SetUpdate
-	for _, v := range sortedViews(t.views) {
-		if !wanted[v] {
-			delete(t.views, v)
-			out = append(out, SetUpdate{TypeURL: v.TypeURL, View: v.Key, Drop: true})
+	// The views in use change rarely (a proxy of a new network or
+	// locality connects, the last of one leaves): they are compared with
+	// the previous call's before anything is sorted or indexed.
+	var added []View
+	var updates []SetUpdate
+	if !slices.Equal(views, t.inUse) {
+		t.inUse = slices.Clone(views)
+		wanted := make(map[View]bool, len(views))
+		for _, v := range views {
+			if PerView(v.TypeURL) {
+				wanted[v] = true
+			}
 		}
+		kept := t.built[:0]
+		for _, v := range t.built {
+			if wanted[v] {
+				kept = append(kept, v)
+				delete(wanted, v)
+			} else {
+				updates = append(updates, SetUpdate{TypeURL: v.TypeURL, View: v.Key, Drop: true})
+			}
+		}
+		t.built = kept
+		added = sortedViews(wanted)
 	}
-	out = append(out, t.envoy.translate(in, t.views)...)
-	out = append(out, t.ambient.translate(in, t.views)...)
+	updates = append(updates, t.envoy.translate(in, t.built)...)
+	updates = append(updates, t.ambient.translate(in, t.built)...)
 	if all {
 		// Authorization policies are not federated, but ztunnel is not
 		// ready before it has a response for them.
-		out = append(out, SetUpdate{TypeURL: AuthorizationType})
+		updates = append(updates, SetUpdate{TypeURL: AuthorizationType})
 	}
-	for _, v := range sortedViews(wanted) {
-		if t.views[v] || !PerView(v.TypeURL) {
-			continue
-		}
-		t.views[v] = true
+	for _, v := range added {
 		switch v.TypeURL {
 		case resourcev3.EndpointType:
-			out = append(out, t.envoy.build(in, v))
+			updates = append(updates, t.envoy.build(in, v))
 		case AddressType:
-			out = append(out, t.ambient.build(v))
+			updates = append(updates, t.ambient.build(v))
 		}
 	}
-	return out, errors.Join(in.errs...)
+	if len(added) > 0 {
+		t.built = append(t.built, added...)
+		slices.SortFunc(t.built, compareViews)
+	}
+	return updates, errors.Join(in.errs...)
 }
 
 // input is one call's snapshot and what changed.
@@ -171,10 +185,10 @@ func (in *input) encode(typeURL, name string, m proto.Message) (*Resource, error
 	return in.resource(typeURL, name, b), nil
 }
 
-func sortedViews(m map[View]bool) []View {
-	return slices.SortedFunc(maps.Keys(m), func(a, b View) int {
-		return cmp.Or(cmp.Compare(a.TypeURL, b.TypeURL), cmp.Compare(a.Key, b.Key))
-	})
+func sortedViews(m map[View]bool) []View { return slices.SortedFunc(maps.Keys(m), compareViews) }
+
+func compareViews(a, b View) int {
+	return cmp.Or(cmp.Compare(a.TypeURL, b.TypeURL), cmp.Compare(a.Key, b.Key))
 }
 
 // without returns the names in a that are not in b.
