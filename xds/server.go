@@ -184,12 +184,11 @@ func (s *Server) loop(ctx context.Context, snap Snapshot) {
 // push translates a snapshot for the views in use and applies the result.
 func (s *Server) push(snap Snapshot, changes federation.Changes) {
 	s.proxies.setClusters(snap.Clusters())
-	updates, err := s.tr.Translate(snap, changes, s.proxies.views())
+	// Each set update is applied as it comes: the proxies of the first
+	// sets are answered while the translator builds the rest.
+	err := s.tr.Translate(snap, changes, s.proxies.views(), func(u translate.SetUpdate) { s.cache.Apply(u) })
 	if err != nil {
 		s.log.Error("resources left out of a push", "revision", snap.Revision(), "err", err)
-	}
-	for _, u := range updates {
-		s.cache.Apply(u)
 	}
 	s.encodes.Store(s.tr.Encodes())
 }

@@ -35,7 +35,7 @@ func newAmbientTranslator(trustDomain string) ambientTranslator {
 
 // translate regenerates the addresses a change touches, encodes each once
 // and hands it to the networks that see it.
-func (a *ambientTranslator) translate(in *input, views []View) []SetUpdate {
+func (a *ambientTranslator) translate(in *input, views []View) {
 	items := a.builder.Push(in.snap, slices.Sorted(maps.Keys(in.services)), in.workloads, in.all)
 	var changed []change
 	for _, it := range items {
@@ -61,9 +61,8 @@ func (a *ambientTranslator) translate(in *input, views []View) []SetUpdate {
 		changed = append(changed, c)
 	}
 	if len(changed) == 0 {
-		return nil
+		return
 	}
-	var out []SetUpdate
 	for _, v := range views {
 		if v.TypeURL != AddressType {
 			continue
@@ -78,10 +77,9 @@ func (a *ambientTranslator) translate(in *input, views []View) []SetUpdate {
 			}
 		}
 		if !u.empty() {
-			out = append(out, u)
+			in.emit(u)
 		}
 	}
-	return out
 }
 
 // build returns the whole address set of a new view.

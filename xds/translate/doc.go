@@ -4,9 +4,9 @@
 // network.
 //
 // A [Translator] is fed one snapshot after another, with what changed
-// between them and the views proxies use, and returns the changes to the
-// sets the server holds ([SetUpdate]): resources to upsert, names to
-// remove, views to drop. Both halves follow one incremental design: each
+// between them and the views proxies use, and emits the changes to the
+// sets the server holds ([SetUpdate]) as it builds them: resources to
+// upsert, names to remove, views to drop. Both halves follow one incremental design: each
 // remembers the names it produced for every service (and, for the
 // workload API, every workload), regenerates only what a change touches,
 // and removes the names a service no longer produces.

@@ -49,7 +49,7 @@ func shapeOf(v *federation.ServiceView) string {
 // translate regenerates the changed services' resources, and the EDS of
 // every service when the clusters' networks or gateways changed (they
 // decide split horizon).
-func (e *envoyTranslator) translate(in *input, views []View) []SetUpdate {
+func (e *envoyTranslator) translate(in *input, views []View) {
 	clusters := in.snap.Clusters()
 	gateways := resources.GatewaysByNetwork(clusters, federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
 	networks := map[federation.ClusterID]federation.NetworkID{}
@@ -111,12 +111,11 @@ func (e *envoyTranslator) translate(in *input, views []View) []SetUpdate {
 			removed[resourcev3.ListenerType] = append(removed[resourcev3.ListenerType], without(old.listeners, now.listeners)...)
 		}
 	}
-	var out []SetUpdate
 	// Clusters before endpoints, listeners before routes: the order Envoy
 	// wants to avoid dropping traffic.
 	for _, typ := range []string{resourcev3.ClusterType, resourcev3.ListenerType, resourcev3.RouteType} {
 		if u := (SetUpdate{TypeURL: typ, Upserts: in.encodeAll(typ, shared[typ]), Removals: removed[typ]}); in.all || !u.empty() {
-			out = append(out, u)
+			in.emit(u)
 		}
 	}
 	edsKeys := keys
@@ -129,10 +128,9 @@ func (e *envoyTranslator) translate(in *input, views []View) []SetUpdate {
 			continue
 		}
 		if u := (SetUpdate{TypeURL: v.TypeURL, View: v.Key, Upserts: a.of(edsKeys, v.For), Removals: removed[resourcev3.EndpointType]}); !u.empty() {
-			out = append(out, u)
+			in.emit(u)
 		}
 	}
-	return out
 }
 
 // build returns the whole EDS set of a new view.

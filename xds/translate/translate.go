@@ -98,13 +98,16 @@ func (t *Translator) Encodes() int64 { return t.encodes }
 // it again with the same snapshot and no changes only brings the views
 // up to date.
 //
-// Updates come in the order proxies should apply them: clusters before
-// endpoints, listeners before routes. A resource that cannot be encoded
-// is left out and reported in the error, which does not stop the rest.
-func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views []View) ([]SetUpdate, error) {
+// Each update goes to emit as soon as it is built, so that the caller can
+// apply it, and proxies get it, while the rest is computed (the workload
+// API's changes take as long as the EDS of every view). Updates come in
+// the order proxies should apply them: clusters before endpoints,
+// listeners before routes. A resource that cannot be encoded is left out
+// and reported in the error, which does not stop the rest.
+func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views []View, emit func(SetUpdate)) error {
 	all := !t.started
 	t.started = true
-	in := &input{t: t, snap: snap, all: all, services: map[string]struct{}{}}
+	in := &input{t: t, snap: snap, all: all, services: map[string]struct{}{}, emit: emit}
 	for _, k := range changes.Services {
 		in.services[k] = struct{}{}
 	}
@@ -114,7 +117,6 @@ func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views 
 	// locality connects, the last of one leaves): they are compared with
 	// the previous call's before anything is sorted or indexed.
 	var added []View
-	var updates []SetUpdate
 	if !slices.Equal(views, t.inUse) {
 		t.inUse = slices.Clone(views)
 		wanted := make(map[View]bool, len(views))
@@ -129,32 +131,32 @@ func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views 
 				kept = append(kept, v)
 				delete(wanted, v)
 			} else {
-				updates = append(updates, SetUpdate{TypeURL: v.TypeURL, View: v.Key, Drop: true})
+				emit(SetUpdate{TypeURL: v.TypeURL, View: v.Key, Drop: true})
 			}
 		}
 		t.built = kept
 		added = sortedViews(wanted)
 	}
-	updates = append(updates, t.envoy.translate(in, t.built)...)
-	updates = append(updates, t.ambient.translate(in, t.built)...)
+	t.envoy.translate(in, t.built)
+	t.ambient.translate(in, t.built)
 	if all {
 		// Authorization policies are not federated, but ztunnel is not
 		// ready before it has a response for them.
-		updates = append(updates, SetUpdate{TypeURL: AuthorizationType})
+		emit(SetUpdate{TypeURL: AuthorizationType})
 	}
 	for _, v := range added {
 		switch v.TypeURL {
 		case resourcev3.EndpointType:
-			updates = append(updates, t.envoy.build(in, v))
+			emit(t.envoy.build(in, v))
 		case AddressType:
-			updates = append(updates, t.ambient.build(v))
+			emit(t.ambient.build(v))
 		}
 	}
 	if len(added) > 0 {
 		t.built = append(t.built, added...)
 		slices.SortFunc(t.built, compareViews)
 	}
-	return updates, errors.Join(in.errs...)
+	return errors.Join(in.errs...)
 }
 
 // input is one call's snapshot and what changed.
@@ -165,6 +167,7 @@ type input struct {
 	services  map[string]struct{} // keys of changed services
 	workloads []string            // keys of changed workloads
 	eds       *assignments        // the call's load assignments, shared by every view
+	emit      func(SetUpdate)
 	errs      []error
 }
 

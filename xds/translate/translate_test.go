@@ -173,6 +173,13 @@ func TestTranslateSequences(t *testing.T) {
 	}
 }
 
+// collect returns what one Translate call emits, in order.
+func collect(tr *Translator, snap Snapshot, changes federation.Changes, views []View) ([]SetUpdate, error) {
+	var out []SetUpdate
+	err := tr.Translate(snap, changes, views, func(u SetUpdate) { out = append(out, u) })
+	return out, err
+}
+
 // result is one step's snapshot and what Translate returned for it.
 type result struct {
 	step    step
@@ -193,7 +200,7 @@ func run(t *testing.T, steps []step) []result {
 			snap = c.Publish()
 			changes = snap.Changes()
 		}
-		updates, err := tr.Translate(snap, changes, s.views)
+		updates, err := collect(tr, snap, changes, s.views)
 		if err != nil {
 			t.Fatalf("step %q: %v", s.name, err)
 		}
@@ -277,7 +284,7 @@ func TestTranslateIncrementalEqualsFull(t *testing.T) {
 			incremental := sets{}
 			for _, r := range run(t, steps) {
 				incremental.apply(r.updates)
-				fresh, err := New("cluster.local").Translate(r.snap, federation.Changes{}, r.step.views)
+				fresh, err := collect(New("cluster.local"), r.snap, federation.Changes{}, r.step.views)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -313,11 +320,11 @@ func TestTranslateSharesEncodings(t *testing.T) {
 	v1 := ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-c"}})
 	v2 := ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-d"}})
 	tr := New("cluster.local")
-	if _, err := tr.Translate(snap, federation.Changes{}, nil); err != nil {
+	if _, err := collect(tr, snap, federation.Changes{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := tr.Encodes()
-	updates, err := tr.Translate(snap, federation.Changes{}, []View{v1, v2})
+	updates, err := collect(tr, snap, federation.Changes{}, []View{v1, v2})
 	if err != nil {
 		t.Fatal(err)
 	}
