@@ -18,6 +18,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -79,17 +80,26 @@ func serveFrom(reg *registry.Registry) <-chan xds.Snapshot {
 // metrics.
 func encodesOf(b *testing.B, reg *prometheus.Registry) int64 {
 	b.Helper()
+	m := metricOf(b, reg, "meshfed_xds_resource_encodes_total")
+	if m == nil {
+		b.Fatal("no meshfed_xds_resource_encodes_total metric")
+	}
+	return int64(m.GetCounter().GetValue())
+}
+
+// metricOf returns the one metric of a name in reg, or nil.
+func metricOf(b *testing.B, reg *prometheus.Registry, name string) *dto.Metric {
+	b.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "meshfed_xds_resource_encodes_total" && len(mf.GetMetric()) == 1 {
-			return int64(mf.GetMetric()[0].GetCounter().GetValue())
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0]
 		}
 	}
-	b.Fatal("no meshfed_xds_resource_encodes_total metric")
-	return 0
+	return nil
 }
 
 // fanoutRun is one sub-benchmark.
@@ -389,17 +399,8 @@ func (f *fanoutBench) change(ctx context.Context, b *testing.B, id, j int, ready
 // duration (zero for the baseline, which registers nothing).
 func pushSeconds(b *testing.B, reg *prometheus.Registry) (count uint64, sum float64) {
 	b.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "meshfed_xds_push_seconds" && len(mf.GetMetric()) == 1 {
-			h := mf.GetMetric()[0].GetHistogram()
-			return h.GetSampleCount(), h.GetSampleSum()
-		}
-	}
-	return 0, 0
+	m := metricOf(b, reg, "meshfed_xds_push_seconds")
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 }
 
 // awaitPushes waits until meshfed has completed n pushes. Nothing a client
