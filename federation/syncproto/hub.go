@@ -33,7 +33,8 @@ type Connector func(id federation.ClusterID, build string) Conn
 // HubObserver learns what one hub session does, for logs and metrics. Its
 // methods run on the session's goroutine and must not block.
 type HubObserver interface {
-	// Connected: the spoke's Hello was answered with welcome.
+	// Connected: the spoke's Hello is answered with welcome (called just
+	// before it is sent).
 	Connected(hello *federationpb.Hello, welcome *federationpb.Welcome)
 	// Received: a message carrying a chunk arrived.
 	Received(m *federationpb.SpokeMessage)
@@ -106,10 +107,12 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	conn := h.connect(id, hello.GetBuild())
 	defer conn.Close()
 	welcome := h.welcome(conn, id, hello)
+	// Observed before the spoke can see the Welcome: what the hub reports
+	// is never behind what the spoke knows.
+	obs.Connected(hello, welcome)
 	if err := t.Send(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Welcome{Welcome: welcome}}); err != nil {
 		return err
 	}
-	obs.Connected(hello, welcome)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
