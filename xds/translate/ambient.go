@@ -82,11 +82,13 @@ func (a *ambientTranslator) translate(in *input, views []View) {
 	}
 }
 
-// build returns the whole address set of a new view.
+// build returns the whole address set of a new view, in no particular
+// order: a network's set is every address it sees (100,000 and more), and
+// the cache keeps it by name anyway.
 func (a *ambientTranslator) build(v View) SetUpdate {
 	u := SetUpdate{TypeURL: AddressType, View: v.Key}
-	for _, name := range slices.Sorted(maps.Keys(a.items)) {
-		if ai := a.items[name]; ai.item.InScope(v.For.Network) {
+	for _, ai := range a.items {
+		if ai.item.InScope(v.For.Network) {
 			u.Upserts = append(u.Upserts, ai.res)
 		}
 	}

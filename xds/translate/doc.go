@@ -13,7 +13,9 @@
 //
 // Invariants:
 //   - Deterministic and free of I/O: no locks, no clock, no network. The
-//     same sequence of inputs gives the same updates, in the same order.
+//     same sequence of inputs gives the same updates, in the same order
+//     (but for the upserts of a new view's address set, which is built
+//     from a map of every address it sees).
 //   - Incremental equals full: after any sequence, the sets built from
 //     the updates hold exactly what a new translator builds from the last
 //     snapshot alone.

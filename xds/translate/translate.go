@@ -102,7 +102,8 @@ func (t *Translator) Encodes() int64 { return t.encodes }
 // apply it, and proxies get it, while the rest is computed (the workload
 // API's changes take as long as the EDS of every view). Updates come in
 // the order proxies should apply them: clusters before endpoints,
-// listeners before routes. A resource that cannot be encoded is left out
+// listeners before routes. The upserts of a new view's address set come in
+// no particular order. A resource that cannot be encoded is left out
 // and reported in the error, which does not stop the rest.
 func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views []View, emit func(SetUpdate)) error {
 	all := !t.started

@@ -231,7 +231,8 @@ func render(t *testing.T, results []result) string {
 				continue
 			}
 			fmt.Fprintf(&b, " +%d -%d\n", len(u.Upserts), len(u.Removals))
-			for _, res := range u.Upserts {
+			upserts := slices.SortedFunc(slices.Values(u.Upserts), func(a, b *Resource) int { return strings.Compare(a.Name, b.Name) })
+			for _, res := range upserts {
 				m, err := res.Any.UnmarshalNew()
 				if err != nil {
 					t.Fatalf("%s: %v", res.Name, err)
