@@ -27,8 +27,9 @@ type Registry struct {
 
 	mu     sync.Mutex // serialises writers; readers use current
 	shards map[federation.ClusterID]*shard
-	// statusChanged is closed, and replaced, when a cluster's status
-	// changes: a connection without data publishes no snapshot.
+	// statusChanged is closed when a cluster's status changes (a
+	// connection without data publishes no snapshot). It is made only
+	// when someone watches: every accepted update changes a status.
 	statusChanged chan struct{}
 
 	current atomic.Pointer[Snapshot]
@@ -39,7 +40,7 @@ func New(limits Limits, now func() time.Time) *Registry {
 	if now == nil {
 		now = time.Now
 	}
-	r := &Registry{limits: limits, now: now, shards: map[federation.ClusterID]*shard{}, statusChanged: make(chan struct{})}
+	r := &Registry{limits: limits, now: now, shards: map[federation.ClusterID]*shard{}}
 	r.current.Store(emptySnapshot())
 	return r
 }
@@ -147,8 +148,9 @@ type ClusterStatus struct {
 
 // Status returns every cluster's status, sorted by ID.
 func (r *Registry) Status() []ClusterStatus {
-	st, _ := r.WatchStatus()
-	return st
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.statusLocked()
 }
 
 // WatchStatus returns every cluster's status, sorted by ID, and a channel
@@ -156,13 +158,18 @@ func (r *Registry) Status() []ClusterStatus {
 func (r *Registry) WatchStatus() ([]ClusterStatus, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.statusChanged == nil {
+		r.statusChanged = make(chan struct{})
+	}
 	return r.statusLocked(), r.statusChanged
 }
 
 // statusChangedLocked wakes the status watchers. Callers hold r.mu.
 func (r *Registry) statusChangedLocked() {
-	close(r.statusChanged)
-	r.statusChanged = make(chan struct{})
+	if r.statusChanged != nil {
+		close(r.statusChanged)
+		r.statusChanged = nil
+	}
 }
 
 func (r *Registry) statusLocked() []ClusterStatus {

@@ -333,3 +333,41 @@ func TestRegistryRandomDeltas(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchStatus: the status channel closes on each change of a
+// cluster's status (a connection, an accepted update, a disconnection),
+// not before.
+func TestWatchStatus(t *testing.T) {
+	r := New(Limits{}, nil)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	st, ch := r.WatchStatus()
+	if len(st) != 0 || closed(ch) {
+		t.Fatalf("an empty registry: status %v, channel closed %v", st, closed(ch))
+	}
+	c := r.Connect("east", "test")
+	if !closed(ch) {
+		t.Fatal("a connection did not close the status channel")
+	}
+	st, ch = r.WatchStatus()
+	if len(st) != 1 || !st[0].Connected || st[0].ShardVersion != 0 {
+		t.Fatalf("after the connection: %+v", st)
+	}
+	if err := c.Apply("s", full("east", "n1", 1, nil, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) {
+		t.Fatal("an accepted update did not close the status channel")
+	}
+	_, ch = r.WatchStatus()
+	c.Close()
+	if !closed(ch) {
+		t.Fatal("a disconnection did not close the status channel")
+	}
+}
