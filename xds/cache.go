@@ -147,6 +147,14 @@ func (c *Cache) Apply(u translate.SetUpdate) bool {
 	if u.Drop {
 		_, ok := c.sets[k]
 		delete(c.sets, k)
+		// A view is dropped once no proxy uses it: its watch indexes are
+		// empty, and would otherwise stay for every view ever used.
+		if ws := c.sotw[k]; ws != nil && ws.empty() {
+			delete(c.sotw, k)
+		}
+		if ws := c.delta[k]; ws != nil && ws.empty() {
+			delete(c.delta, k)
+		}
 		return ok
 	}
 	upserts, removals := u.Upserts, u.Removals

@@ -342,3 +342,24 @@ func TestCacheWildcardDeltaCatchesUp(t *testing.T) {
 		t.Errorf("the client that stopped ACKing is at revision %d of %d, want one beyond the log", gone.sub.rev, s.rev)
 	}
 }
+
+// TestCacheDropForgetsView: a dropped view leaves nothing behind, its
+// watch indexes included.
+func TestCacheDropForgetsView(t *testing.T) {
+	c := NewCache(nil)
+	c.Apply(translate.SetUpdate{TypeURL: AddressType, View: "n1"})
+	sub := newSubscription(nil, nil, nil, true)
+	ch := make(chan *deltaResp, 1)
+	c.watchDelta("n1", &deltaWatch{typeURL: AddressType, first: true, sub: sub, ch: ch})
+	<-ch
+	cancel := c.watchDelta("n1", &deltaWatch{typeURL: AddressType, sub: sub, ch: ch}) // parks: nothing new
+	cancel()
+	c.Apply(translate.SetUpdate{TypeURL: AddressType, View: "n1", Drop: true})
+	k := setKey{AddressType, "n1"}
+	if _, ok := c.sets[k]; ok {
+		t.Error("the dropped view's set is still there")
+	}
+	if _, ok := c.delta[k]; ok {
+		t.Error("the dropped view's watch index is still there")
+	}
+}

@@ -48,11 +48,11 @@ func legacyWildcard(typeURL string) bool {
 
 // deltaStream is one stream's state, owned by its goroutine.
 type deltaStream struct {
-	h     *deltaHandler
-	id    streamID
-	send  func(*discovery.DeltaDiscoveryResponse) error
-	proxy *Proxy // set by the first request
-	types map[string]*deltaType
+	h          *deltaHandler
+	id         streamID
+	send       func(*discovery.DeltaDiscoveryResponse) error
+	registered bool // the proxy book has the stream
+	types      map[string]*deltaType
 	// responses carries the watches' answers; each watch sends at most
 	// one, and a type has one watch at a time.
 	responses chan *deltaResp
@@ -80,7 +80,7 @@ func (h *deltaHandler) serve(stream discovery.AggregatedDiscoveryService_DeltaAg
 		for _, t := range st.types {
 			t.cancel()
 		}
-		if st.proxy != nil {
+		if st.registered {
 			h.proxies.closed(st.id)
 		}
 	}()
@@ -179,14 +179,6 @@ func (st *deltaStream) request(req *discovery.DeltaDiscoveryRequest) error {
 	if t == nil && len(st.types) == maxTypesPerStream {
 		return status.Errorf(codes.ResourceExhausted, "a stream may watch %d types at most", maxTypesPerStream)
 	}
-	// The node comes with the stream's first request; the book knows the
-	// proxy by its stream after that.
-	p, err := st.h.proxies.request(st.id, req.GetNode(), typeURL, len(req.GetResourceNamesSubscribe()), false,
-		req.GetResponseNonce(), req.GetErrorDetail())
-	if err != nil {
-		return err
-	}
-	st.proxy = &p
 	if t == nil {
 		t = &deltaType{sub: newSubscription(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(),
 			req.GetInitialResourceVersions(), legacyWildcard(typeURL))}
@@ -195,6 +187,15 @@ func (st *deltaStream) request(req *discovery.DeltaDiscoveryRequest) error {
 		t.cancel()
 		t.sub.update(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
 	}
+	// The node comes with the stream's first request; the book knows the
+	// proxy by its stream after that. A refused proxy ends the stream.
+	p, err := st.h.proxies.request(st.id, req.GetNode(), typeURL, len(t.sub.names), t.sub.wildcard,
+		req.GetResponseNonce(), req.GetErrorDetail())
+	if err != nil {
+		t.cancel = func() {}
+		return err
+	}
+	st.registered = true
 	view := translate.ViewFor(typeURL, p.View()).Key
 	t.cancel = st.h.cache.watchDelta(view, &deltaWatch{
 		typeURL: typeURL, first: req.GetResponseNonce() == "", sub: t.sub, ch: st.responses,

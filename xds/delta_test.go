@@ -12,6 +12,7 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -174,5 +175,31 @@ func TestDeltaStreamBoundsTypes(t *testing.T) {
 	}
 	if err := <-done; status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("stream ended with %v, want ResourceExhausted", err)
+	}
+}
+
+// TestDeltaStreamBookCountsSubscriptions: the proxy book counts a delta
+// stream's subscribed names, not those of its last request (an ACK names
+// none).
+func TestDeltaStreamBookCountsSubscriptions(t *testing.T) {
+	h := newDeltaHandler(t)
+	update(t, h.cache, resourcev3.ClusterType, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
+	st, _, _ := h.open(t)
+	st.reqs <- &discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "envoy-1"}, TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: []string{"a", "b"}}
+	r := st.recv(t)
+	st.reqs <- &discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: r.GetNonce()}
+	subscribed := func() int {
+		h.proxies.mu.Lock()
+		defer h.proxies.mu.Unlock()
+		for _, ps := range h.proxies.streams {
+			if ts := ps.Types[resourcev3.ClusterType]; ts != nil && !ts.LastAck.IsZero() {
+				return ts.Subscribed
+			}
+		}
+		return -1
+	}
+	await(t, "the ACK in the book", func() bool { return subscribed() != -1 })
+	if got := subscribed(); got != 2 {
+		t.Errorf("the book counts %d subscribed names after the ACK, want 2", got)
 	}
 }

@@ -102,6 +102,8 @@ func (s *Server) callbacks(stopping <-chan struct{}) gcpserver.Callbacks {
 // that names its cluster but no network is on that cluster's network.
 func (p *proxies) setClusters(c []*federation.ClusterInfo) { p.clusters.Store(&c) }
 
+func (p *proxies) hasClusters() bool { return p.clusters.Load() != nil }
+
 func (p *proxies) proxyFromNode(node *core.Node) (Proxy, error) {
 	var clusters []*federation.ClusterInfo
 	if c := p.clusters.Load(); c != nil {

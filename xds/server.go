@@ -183,7 +183,9 @@ func (s *Server) loop(ctx context.Context, snap Snapshot) {
 
 // push translates a snapshot for the views in use and applies the result.
 func (s *Server) push(snap Snapshot, changes federation.Changes) {
-	s.proxies.setClusters(snap.Clusters())
+	if changes.Clusters || !s.proxies.hasClusters() {
+		s.proxies.setClusters(snap.Clusters())
+	}
 	// Each set update is applied as it comes: the proxies of the first
 	// sets are answered while the translator builds the rest.
 	err := s.tr.Translate(snap, changes, s.proxies.views(), func(u translate.SetUpdate) { s.cache.Apply(u) })

@@ -30,6 +30,8 @@ func (ws *watchers[W]) add(w W, wildcard bool, subscribed map[string]struct{}) {
 	ws.names[w] = names
 }
 
+func (ws *watchers[W]) empty() bool { return len(ws.wildcard) == 0 && len(ws.names) == 0 }
+
 func (ws *watchers[W]) remove(w W) {
 	delete(ws.wildcard, w)
 	for _, n := range ws.names[w] {
