@@ -73,23 +73,15 @@ func (s *simSpoke) write(wr shard.Writer) error {
 	return nil
 }
 
-// resync writes the shard anew each time the tracker asks (the hub lost
-// it, or rejected an update), until ctx ends. The churn replaces pods
-// meanwhile: mu orders the two.
-func (s *simSpoke) resync(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.t.Resync():
-		}
-		s.mu.Lock()
-		s.t.Update(time.Now(), false, func(wr shard.Writer) {
-			wr.Reset()
-			_ = s.write(wr) // the same objects were written without error before
-		})
-		s.mu.Unlock()
-	}
+// resync writes the shard anew for a hub that lost it (or rejected an
+// update). The churn replaces pods meanwhile: mu orders the two.
+func (s *simSpoke) resync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.t.Update(time.Now(), false, func(wr shard.Writer) {
+		wr.Reset()
+		_ = s.write(wr) // the same objects were written without error before
+	})
 }
 
 // fastReconnect lets clients and spokes come back within a second of a
@@ -134,7 +126,7 @@ func (s *simSpoke) run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.uplink.Run(ctx) })
 	g.Go(func() error {
-		s.resync(ctx)
+		s.t.AnswerResyncs(ctx, s.resync)
 		return nil
 	})
 	return g.Wait()

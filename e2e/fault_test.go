@@ -75,19 +75,15 @@ func (sp *faultSpoke) write(w shard.Writer) {
 }
 
 func (sp *faultSpoke) resync(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-sp.t.Resync():
-		}
+	sp.t.AnswerResyncs(ctx, func() {
 		sp.mu.Lock()
+		defer sp.mu.Unlock()
 		sp.t.Update(time.Now(), false, func(w shard.Writer) {
 			w.Reset()
 			sp.write(w)
 		})
-		sp.mu.Unlock()
-	}
+	})
+	return nil
 }
 
 // change edits the spoke's objects and writes the change.

@@ -32,7 +32,6 @@ type Spoke struct {
 	cfg     Config
 	log     *slog.Logger
 	conn    *grpc.ClientConn
-	tracker *shard.Tracker
 	builder *shard.Builder
 	source  source
 	uplink  *uplink.Uplink
@@ -93,7 +92,6 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		cfg:     cfg,
 		log:     log,
 		conn:    conn,
-		tracker: t,
 		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder")),
 		source:  src,
 		uplink: uplink.New(uplink.Config{

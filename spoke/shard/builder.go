@@ -58,14 +58,8 @@ func NewBuilder(opts normalize.Options, t *Tracker, log *slog.Logger) *Builder {
 // Run writes the whole shard anew, from the last Apply's inputs, each time
 // the tracker asks ([Tracker.Resync]), until ctx ends; it returns nil then.
 func (b *Builder) Run(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-b.t.Resync():
-			b.resync()
-		}
-	}
+	b.t.AnswerResyncs(ctx, b.resync)
+	return nil
 }
 
 // Apply brings the shard up to date with in, given what changed since the

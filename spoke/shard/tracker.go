@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -108,6 +109,22 @@ func NewTracker() *Tracker {
 // Until then no update leaves; a tracker whose writer never resyncs sends
 // no full state after its first.
 func (t *Tracker) Resync() <-chan struct{} { return t.resync }
+
+// AnswerResyncs calls write each time the tracker asks for the whole shard
+// ([Tracker.Resync]), until ctx ends. write runs on the caller's goroutine,
+// so the shard's writer orders it against its other writes with its own
+// lock; it writes the shard in one [Tracker.Update] that calls
+// [Writer.Reset] first.
+func (t *Tracker) AnswerResyncs(ctx context.Context, write func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.resync:
+			write()
+		}
+	}
+}
 
 // Session identifies this tracker's lifetime to the hub.
 func (t *Tracker) Session() string { return t.session }
