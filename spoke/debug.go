@@ -8,15 +8,19 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// serveDebug serves /healthz and Go's profiles (/debug/pprof/) on addr
-// until ctx ends. Profiles show what the spoke holds per object, which is
+// serveDebug serves /healthz, the spoke's metrics (/metrics) and Go's
+// profiles (/debug/pprof/) on lis until ctx ends. Profiles show what the spoke holds per object, which is
 // what matters when it runs in every cluster of a fleet; keep the address
 // local.
-func serveDebug(ctx context.Context, lis net.Listener) error {
+func serveDebug(ctx context.Context, lis net.Listener, metrics *prometheus.Registry) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

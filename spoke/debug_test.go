@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 func TestServeDebug(t *testing.T) {
@@ -16,8 +19,10 @@ func TestServeDebug(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- serveDebug(ctx, lis) }()
-	for path, want := range map[string]string{"/healthz": "ok", "/debug/pprof/": "heap"} {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
+	go func() { done <- serveDebug(ctx, lis, reg) }()
+	for path, want := range map[string]string{"/healthz": "ok", "/debug/pprof/": "heap", "/metrics": "go_goroutines"} {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+lis.Addr().String()+path, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -35,6 +37,8 @@ type Spoke struct {
 	builder *shard.Builder
 	source  source
 	uplink  *uplink.Uplink
+	// metrics is what the debug server's /metrics serves.
+	metrics *prometheus.Registry
 }
 
 // source is where the cluster's objects come from.
@@ -85,6 +89,8 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub %q: %w", cfg.Hub, err)
 	}
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	client := federationpb.NewFederationClient(conn)
 	t := shard.NewTracker()
 	dial := func(ctx context.Context) (uplink.Stream, error) { return client.Sync(ctx) }
@@ -94,6 +100,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		conn:    conn,
 		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder")),
 		source:  src,
+		metrics: metrics,
 		uplink: uplink.New(uplink.Config{
 			ClusterID: cfg.ClusterID, Build: cfg.Build, MaxMessageBytes: cfg.MaxMessageBytes, AckTimeout: cfg.AckTimeout,
 			FullAcked: func() { releaseMemory(log) },
@@ -129,7 +136,7 @@ func (s *Spoke) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--debug-addr: %w", err)
 		}
-		g.Go(func() error { return serveDebug(ctx, lis) })
+		g.Go(func() error { return serveDebug(ctx, lis, s.metrics) })
 	}
 	kind, location := s.cfg.source()
 	s.log.Info("spoke running", "hub", s.cfg.Hub, "source", kind, "location", location, "tls", !s.cfg.Insecure)
