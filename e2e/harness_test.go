@@ -48,7 +48,7 @@ type memHub struct {
 
 func newMemHub(t testing.TB, limits registry.Limits, maxMessageBytes int) *memHub {
 	t.Helper()
-	h := &memHub{reg: registry.New(limits, nil), lis: bufconn.Listen(1 << 20)}
+	h := &memHub{reg: registry.New(registry.Config{Limits: limits}), lis: bufconn.Listen(1 << 20)}
 	srv := ingest.NewServer(ingest.Config{MaxMessageBytes: maxMessageBytes, HubID: "test"}, h.reg, ingest.Insecure, nil, testLogger(t))
 	g := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageBytes), grpc.StreamInterceptor(h.record))
 	federationpb.RegisterFederationServer(g, srv)

@@ -54,7 +54,7 @@ type fault struct {
 
 func newMemNet(t *testing.T, limits registry.Limits, maxMessageBytes int, faults ...*fault) *memNet {
 	t.Helper()
-	n := &memNet{reg: registry.New(limits, nil), faults: faults}
+	n := &memNet{reg: registry.New(registry.Config{Limits: limits}), faults: faults}
 	n.srv = ingest.NewServer(ingest.Config{MaxMessageBytes: maxMessageBytes, HubID: "mem"}, n.reg, ingest.Insecure, nil, testLogger(t))
 	// After the uplinks' cleanups; a cut stream's session ends only here.
 	t.Cleanup(func() {

@@ -132,8 +132,8 @@ func TestScenarioTwoFileSpokes(t *testing.T) {
 	}
 	for _, id := range []federation.ClusterID{"east", "west"} {
 		c, ok := s.Cluster(id)
-		if !ok || !c.Connected || len(c.Gateways) == 0 {
-			t.Errorf("cluster %s: %+v, want connected with gateways", id, c)
+		if !ok || c.State != federation.Live || len(c.Gateways) == 0 {
+			t.Errorf("cluster %s: %+v, want live with gateways", id, c)
 		}
 	}
 

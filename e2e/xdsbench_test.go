@@ -220,7 +220,7 @@ func runFanout(b *testing.B, run fanoutRun) *fanoutResult {
 	})
 
 	f := &fanoutBench{run: run, st: &fanoutState{progress: newProgress()}, subscribers: map[string][]int{}, metrics: prometheus.NewRegistry()}
-	reg := registry.New(registry.Limits{}, nil)
+	reg := registry.New(registry.Config{})
 	f.conns, f.versions = fanoutRegistry(b, reg)
 	checkDecoder(b, reg.Current())
 	specs := fanoutSpecs(run.proxies)

@@ -204,7 +204,7 @@ func BenchmarkWorkloadAPI(b *testing.B) {
 	})
 
 	start := time.Now()
-	reg := registry.New(registry.Limits{}, nil)
+	reg := registry.New(registry.Config{})
 	z.shards = zbRegistry(b, reg, size)
 	z.versions = make([]uint64, zbClusters)
 	for c := range z.versions {

@@ -1,14 +1,66 @@
 package federation
 
-import "github.com/meshfed/meshfed/federation/federationpb"
+import (
+	"fmt"
 
-// ClusterInfo is what the clusterset knows of one cluster.
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// ClusterState is where a cluster is in its lease: what the clusterset
+// still serves of it once its spoke has gone.
+type ClusterState uint8
+
+const (
+	// Live means the spoke's stream is up, or went down less than the stale
+	// grace ago. Its endpoints are served at their locality's priority.
+	Live ClusterState = iota
+	// Stale means the spoke has been gone longer than the stale grace. Its
+	// endpoints are still served, but after every live cluster's (Envoy and
+	// gRPC fail over to them only when nothing live is left).
+	Stale
+	// Withdrawn means the spoke has been gone longer than the withdrawal grace.
+	// Nothing of the cluster is served any more.
+	Withdrawn
+)
+
+// ClusterStates lists every state, in lease order.
+var ClusterStates = []ClusterState{Live, Stale, Withdrawn}
+
+func (s ClusterState) String() string {
+	switch s {
+	case Live:
+		return "live"
+	case Stale:
+		return "stale"
+	case Withdrawn:
+		return "withdrawn"
+	default:
+		return "unknown"
+	}
+}
+
+// MarshalText writes the state's name, for JSON and logs.
+func (s ClusterState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a state's name.
+func (s *ClusterState) UnmarshalText(b []byte) error {
+	for _, st := range ClusterStates {
+		if st.String() == string(b) {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown cluster state %q", b)
+}
+
+// ClusterInfo is what the clusterset knows of one cluster. Withdrawn
+// clusters are not part of the clusterset.
 type ClusterInfo struct {
 	ID          ClusterID
 	Network     NetworkID
 	TrustDomain string
 	Gateways    []*federationpb.Gateway
-	Connected   bool
+	State       ClusterState
 }
 
 // Changes lists what a snapshot changed relative to its predecessor, so

@@ -36,6 +36,9 @@ type ClusterService struct {
 	Network   NetworkID // the cluster's default network
 	Service   *federationpb.Service
 	Endpoints []TaggedEndpoint // sorted by address
+	// Stale is true when the cluster's lease is stale: its endpoints are
+	// served after every live cluster's.
+	Stale bool
 }
 
 // Conflict reasons, as MCS ServiceExport Conflict conditions name them.

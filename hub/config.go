@@ -42,6 +42,8 @@ type Config struct {
 	MaxMessageBytes int
 	// Limits caps each cluster's shard.
 	Limits registry.Limits
+	// Leases say how long a cluster whose spoke has gone is served.
+	Leases registry.LeasePolicy
 	// Keepalive pings idle spoke connections and drops dead ones.
 	KeepaliveTime, KeepaliveTimeout time.Duration
 	// ID names this replica (default: the host name).
@@ -66,6 +68,7 @@ func DefaultConfig() Config {
 		TrustDomain:        "cluster.local",
 		MaxMessageBytes:    4 << 20,
 		Limits:             registry.Limits{MaxServices: 10_000, MaxEndpoints: 200_000, MaxWorkloads: 200_000},
+		Leases:             registry.DefaultLeasePolicy,
 		KeepaliveTime:      30 * time.Second,
 		KeepaliveTimeout:   10 * time.Second,
 		ID:                 host,
@@ -94,6 +97,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Limits.MaxServices, "max-services-per-cluster", c.Limits.MaxServices, "cap on a cluster's exported services (0: none)")
 	fs.IntVar(&c.Limits.MaxEndpoints, "max-endpoints-per-cluster", c.Limits.MaxEndpoints, "cap on a cluster's endpoints (0: none)")
 	fs.IntVar(&c.Limits.MaxWorkloads, "max-workloads-per-cluster", c.Limits.MaxWorkloads, "cap on a cluster's workloads (0: none)")
+	fs.DurationVar(&c.Leases.StaleAfter, "stale-after", c.Leases.StaleAfter, "serve a cluster whose spoke has gone this long after every live cluster (stale)")
+	fs.DurationVar(&c.Leases.WithdrawAfter, "withdraw-after", c.Leases.WithdrawAfter, "stop serving a cluster whose spoke has gone this long (withdrawn; 0: never)")
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping a spoke connection idle for this long")
 	fs.DurationVar(&c.KeepaliveTimeout, "keepalive-timeout", c.KeepaliveTimeout, "drop a spoke connection whose ping is unanswered for this long")
 	fs.StringVar(&c.ID, "id", c.ID, "name of this hub replica")
@@ -117,6 +122,9 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxServices < 0 || c.Limits.MaxEndpoints < 0 || c.Limits.MaxWorkloads < 0 {
 		errs = append(errs, errors.New("per-cluster caps cannot be negative"))
+	}
+	if err := c.Leases.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--stale-after, --withdraw-after: %w", err))
 	}
 	if c.TrustDomain == "" {
 		errs = append(errs, errors.New("--trust-domain is required"))

@@ -64,7 +64,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	reg := registry.New(cfg.Limits, nil)
+	reg := registry.New(registry.Config{Limits: cfg.Limits, Leases: cfg.Leases})
 	auth := ingest.Authenticator(ingest.PeerCertificate{TrustDomain: cfg.TrustDomain})
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
@@ -83,7 +83,8 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		debug.NewClusterCollector(reg))
 	srv := ingest.NewServer(ingest.Config{MaxMessageBytes: cfg.MaxMessageBytes, HubID: cfg.ID}, reg, auth,
 		ingest.NewMetrics(promReg), log.With("component", "ingest"))
 	g := grpc.NewServer(opts...)
@@ -184,6 +185,10 @@ func (h *Hub) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	g.Go(func() error {
+		h.registry.RunLeases(ctx)
+		return nil
+	})
 	if h.xds != nil {
 		// The xDS server serves nothing until the registry is warm.
 		first := make(chan xds.Snapshot, 1)

@@ -32,7 +32,7 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 // sent its shard holds the warm-up (whose limit is an hour here), and the
 // snapshot it returns has that spoke's data.
 func TestWarmUpWaitsForConnectedSpokes(t *testing.T) {
-	reg := registry.New(registry.Limits{}, nil)
+	reg := registry.New(registry.Config{})
 	if err := reg.Connect("east", "s").Apply("s", shard("east")); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestWarmUpWaitsForConnectedSpokes(t *testing.T) {
 
 // TestWarmUpGivesUp: with no spoke, the warm-up ends at its limit.
 func TestWarmUpGivesUp(t *testing.T) {
-	reg := registry.New(registry.Limits{}, nil)
+	reg := registry.New(registry.Config{})
 	if snap := warmUp(t.Context(), reg, time.Hour, 50*time.Millisecond, clock.RealClock{}, quietLog); len(snap.Clusters()) != 0 {
 		t.Errorf("clusters %v, want none", snap.Clusters())
 	}
@@ -68,7 +68,7 @@ func TestWarmUpGivesUp(t *testing.T) {
 // time when another spoke connects, and serves once the quiet time passes
 // with every connected spoke synced.
 func TestWarmUpFollowsStatus(t *testing.T) {
-	reg := registry.New(registry.Limits{}, nil)
+	reg := registry.New(registry.Config{})
 	clk := testingclock.NewFakeClock(time.Unix(0, 0))
 	const quiet = time.Second
 	if err := reg.Connect("east", "s").Apply("s", shard("east")); err != nil {

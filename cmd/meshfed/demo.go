@@ -121,11 +121,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// demoReady holds when every demo cluster is connected and has sent its shard.
+// demoReady holds when every demo cluster has sent its shard and is live.
 func demoReady(s *registry.Snapshot) bool {
 	for _, c := range demoClusters {
 		info, ok := s.Cluster(federation.ClusterID(c.id))
-		if !ok || !info.Connected {
+		if !ok || info.State != federation.Live {
 			return false
 		}
 	}

@@ -48,19 +48,24 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func printStatus(w io.Writer, body debug.ClustersResponse, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tNETWORK\tCONNECTED\tVERSION\tSERVICES\tENDPOINTS\tWORKLOADS\tLAST ACK")
+	fmt.Fprintln(tw, "CLUSTER\tNETWORK\tCONNECTED\tSTATE\tSINCE\tVERSION\tSERVICES\tENDPOINTS\tWORKLOADS\tLAST ACK")
 	for _, c := range body.Clusters {
-		ack := "never"
-		if !c.LastAck.IsZero() {
-			ack = now.Sub(c.LastAck).Round(time.Second).String() + " ago"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%t\t%d\t%d\t%d\t%d\t%s\n",
-			c.ID, orDash(c.Network), c.Connected, c.ShardVersion, c.Services, c.Endpoints, c.Workloads, ack)
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n",
+			c.ID, orDash(c.Network), c.Connected, c.State, age(c.StateSince, now, "-"), c.ShardVersion,
+			c.Services, c.Endpoints, c.Workloads, age(c.LastAck, now, "never"))
 	}
 	if len(body.Clusters) == 0 {
 		fmt.Fprintln(tw, "(no clusters have connected)")
 	}
 	return tw.Flush()
+}
+
+// age says how long ago t was, or none when t is unset.
+func age(t, now time.Time, none string) string {
+	if t.IsZero() {
+		return none
+	}
+	return now.Sub(t).Round(time.Second).String() + " ago"
 }
 
 func orDash(s string) string {

@@ -99,7 +99,10 @@ type ServiceCluster struct {
 	Cluster    federation.ClusterID `json:"cluster"`
 	Network    federation.NetworkID `json:"network"`
 	ClusterIPs []string             `json:"clusterIPs,omitempty"`
-	Endpoints  []Endpoint           `json:"endpoints"`
+	// Stale: the cluster's lease is stale, so proxies get these endpoints
+	// after every live cluster's.
+	Stale     bool       `json:"stale,omitempty"`
+	Endpoints []Endpoint `json:"endpoints"`
 }
 
 // Endpoint is a tagged endpoint.
@@ -138,7 +141,7 @@ func servicesResponse(s *registry.Snapshot) ServicesResponse {
 			svc.Ports = append(svc.Ports, Port{Name: p.GetName(), Port: p.GetPort(), Protocol: protocolName(p.GetProtocol())})
 		}
 		for _, c := range v.Clusters {
-			sc := ServiceCluster{Cluster: c.Cluster, Network: c.Network, ClusterIPs: c.Service.GetClusterIps(), Endpoints: []Endpoint{}}
+			sc := ServiceCluster{Cluster: c.Cluster, Network: c.Network, ClusterIPs: c.Service.GetClusterIps(), Stale: c.Stale, Endpoints: []Endpoint{}}
 			for _, e := range c.Endpoints {
 				ep := Endpoint{
 					Address: e.GetAddress(), Cluster: e.Cluster, Network: e.Network,

@@ -110,7 +110,7 @@ func tlsPeer(id *url.URL) *peer.Peer {
 }
 
 func newTestServer(auth Authenticator, metrics *Metrics) *Server {
-	return NewServer(Config{MaxMessageBytes: 1 << 20, HubID: "test"}, registry.New(registry.Limits{}, nil), auth, metrics,
+	return NewServer(Config{MaxMessageBytes: 1 << 20, HubID: "test"}, registry.New(registry.Config{}), auth, metrics,
 		slog.New(slog.DiscardHandler))
 }
 

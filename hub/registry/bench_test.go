@@ -207,7 +207,7 @@ func BenchmarkInitialShard(b *testing.B) {
 // shards, to which a new cluster can be added without changing base. It
 // must not write the clusters base holds.
 func forkRegistry(base *Registry) *Registry {
-	r := New(base.limits, base.now)
+	r := New(Config{Limits: base.limits, Leases: base.leases, Clock: base.clock})
 	r.shards = maps.Clone(base.shards)
 	snap := *base.Current()
 	snap.done, snap.next = make(chan struct{}), nil

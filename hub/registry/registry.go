@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -20,9 +22,43 @@ type Limits struct {
 	MaxWorkloads int
 }
 
+// LeasePolicy says how long the clusterset keeps serving a cluster whose
+// spoke has gone: it turns stale StaleAfter after its stream ended, and is
+// withdrawn WithdrawAfter after (0: never).
+type LeasePolicy struct {
+	StaleAfter, WithdrawAfter time.Duration
+}
+
+// DefaultLeasePolicy rides out a spoke restart or a brief partition at full
+// priority, and keeps a lost cluster's endpoints as a last resort for ten
+// minutes: long enough for an operator to notice, short enough that its
+// pods' addresses are unlikely to have been reused.
+var DefaultLeasePolicy = LeasePolicy{StaleAfter: 30 * time.Second, WithdrawAfter: 10 * time.Minute}
+
+// Validate reports a policy that cannot be applied.
+func (p LeasePolicy) Validate() error {
+	if p.StaleAfter < 0 || p.WithdrawAfter < 0 {
+		return fmt.Errorf("lease durations cannot be negative (stale after %v, withdraw after %v)", p.StaleAfter, p.WithdrawAfter)
+	}
+	if p.WithdrawAfter != 0 && p.WithdrawAfter < p.StaleAfter {
+		return fmt.Errorf("withdraw after %v comes before stale after %v", p.WithdrawAfter, p.StaleAfter)
+	}
+	return nil
+}
+
+// Config configures a registry.
+type Config struct {
+	Limits Limits
+	Leases LeasePolicy
+	// Clock drives the leases (nil: the real clock).
+	Clock clock.Clock
+}
+
 // Registry holds every cluster's shard and publishes clusterset snapshots.
 type Registry struct {
 	limits Limits
+	leases LeasePolicy
+	clock  clock.Clock
 	now    func() time.Time
 
 	mu     sync.Mutex // serialises writers; readers use current
@@ -31,16 +67,19 @@ type Registry struct {
 	// connection without data publishes no snapshot). It is made only
 	// when someone watches: every accepted update changes a status.
 	statusChanged chan struct{}
+	// leaseWake is closed when a stream opens or ends, for RunLeases. It
+	// is made only when RunLeases waits.
+	leaseWake chan struct{}
 
 	current atomic.Pointer[Snapshot]
 }
 
-// New returns an empty registry. now may be nil (time.Now).
-func New(limits Limits, now func() time.Time) *Registry {
-	if now == nil {
-		now = time.Now
+// New returns an empty registry.
+func New(cfg Config) *Registry {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
-	r := &Registry{limits: limits, now: now, shards: map[federation.ClusterID]*shard{}}
+	r := &Registry{limits: cfg.Limits, leases: cfg.Leases, clock: cfg.Clock, now: cfg.Clock.Now, shards: map[federation.ClusterID]*shard{}}
 	r.current.Store(emptySnapshot())
 	return r
 }
@@ -125,25 +164,36 @@ func (s *shard) editTagged(key string, upserts []*federationpb.Endpoint, removed
 
 func (s *shard) network() federation.NetworkID { return federation.NetworkID(s.cluster.GetNetwork()) }
 
-// ClusterStatus reports a cluster's connection and shard, for operators.
+// ClusterStatus reports a cluster's connection, lease and shard, for
+// operators.
 type ClusterStatus struct {
-	ID             federation.ClusterID `json:"id"`
-	Network        string               `json:"network"`
-	TrustDomain    string               `json:"trustDomain,omitempty"`
-	Connected      bool                 `json:"connected"`
-	ConnectedSince time.Time            `json:"connectedSince,omitzero"`
-	DisconnectedAt time.Time            `json:"disconnectedAt,omitzero"`
-	Session        string               `json:"session,omitempty"`
-	Build          string               `json:"build,omitempty"`
-	ShardVersion   uint64               `json:"shardVersion"`
-	LastAck        time.Time            `json:"lastAck,omitzero"`
-	LastNack       time.Time            `json:"lastNack,omitzero"`
-	LastNackReason string               `json:"lastNackReason,omitempty"`
-	Nacks          uint64               `json:"nacks"`
-	Services       int                  `json:"services"`
-	Endpoints      int                  `json:"endpoints"`
-	Workloads      int                  `json:"workloads"`
-	Gateways       int                  `json:"gateways"`
+	ID          federation.ClusterID `json:"id"`
+	Network     string               `json:"network"`
+	TrustDomain string               `json:"trustDomain,omitempty"`
+	// State is the cluster's lease: live, stale or withdrawn.
+	State      federation.ClusterState `json:"state"`
+	StateSince time.Time               `json:"stateSince"`
+	// LastSeen is when the hub last heard from the spoke: now while its
+	// stream is up, else when the stream ended.
+	LastSeen time.Time `json:"lastSeen,omitzero"`
+	// StaleAt and WithdrawAt are when the lease will change, while the
+	// spoke is gone.
+	StaleAt        time.Time `json:"staleAt,omitzero"`
+	WithdrawAt     time.Time `json:"withdrawAt,omitzero"`
+	Connected      bool      `json:"connected"`
+	ConnectedSince time.Time `json:"connectedSince,omitzero"`
+	DisconnectedAt time.Time `json:"disconnectedAt,omitzero"`
+	Session        string    `json:"session,omitempty"`
+	Build          string    `json:"build,omitempty"`
+	ShardVersion   uint64    `json:"shardVersion"`
+	LastAck        time.Time `json:"lastAck,omitzero"`
+	LastNack       time.Time `json:"lastNack,omitzero"`
+	LastNackReason string    `json:"lastNackReason,omitempty"`
+	Nacks          uint64    `json:"nacks"`
+	Services       int       `json:"services"`
+	Endpoints      int       `json:"endpoints"`
+	Workloads      int       `json:"workloads"`
+	Gateways       int       `json:"gateways"`
 }
 
 // Status returns every cluster's status, sorted by ID.
@@ -174,8 +224,15 @@ func (r *Registry) statusChangedLocked() {
 
 func (r *Registry) statusLocked() []ClusterStatus {
 	out := make([]ClusterStatus, 0, len(r.shards))
+	now := r.now()
 	for _, s := range r.shards {
 		st := s.status
+		if st.Connected {
+			st.LastSeen = now
+		} else {
+			st.LastSeen = st.DisconnectedAt
+			st.StaleAt, st.WithdrawAt = r.leaseDeadlines(s)
+		}
 		st.ID = s.id
 		st.Network = s.cluster.GetNetwork()
 		st.TrustDomain = s.cluster.GetTrustDomain()
@@ -218,10 +275,21 @@ func (r *Registry) Connect(id federation.ClusterID, build string) *Conn {
 	s.status.Connected = true
 	s.status.ConnectedSince = r.now()
 	s.status.Build = build
-	r.statusChangedLocked()
-	if s.cluster != nil {
-		r.publishLocked(changeSet{cluster: id, clusters: true})
+	switch s.status.State {
+	case federation.Stale:
+		r.setStateLocked(s, federation.Live)
+		r.publishLocked(changeSet{cluster: id, clusters: true, allServices: true})
+	case federation.Withdrawn:
+		// Nothing of it is held: it rejoins with its next full state.
+		r.setStateLocked(s, federation.Live)
+		s.cluster = nil
 	}
+	if s.status.StateSince.IsZero() {
+		s.status.StateSince = s.status.ConnectedSince
+	}
+	r.statusChangedLocked()
+	r.wakeLeasesLocked()
+	// A live cluster whose spoke reconnects changes nothing proxies see.
 	return &Conn{r: r, id: id, gen: s.gen, superseded: s.superseded}
 }
 
@@ -241,7 +309,7 @@ func (c *Conn) owned() (*shard, error) {
 }
 
 // Close releases the shard. The cluster is marked disconnected unless a
-// newer stream holds it; its shard stays.
+// newer stream holds it; its shard stays, served under its lease.
 func (c *Conn) Close() {
 	c.r.mu.Lock()
 	defer c.r.mu.Unlock()
@@ -253,9 +321,9 @@ func (c *Conn) Close() {
 	s.status.Connected = false
 	s.status.DisconnectedAt = c.r.now()
 	c.r.statusChangedLocked()
-	if s.cluster != nil {
-		c.r.publishLocked(changeSet{cluster: c.id, clusters: true})
-	}
+	// Its lease runs from now (RunLeases); until it turns stale, proxies
+	// see no difference.
+	c.r.wakeLeasesLocked()
 }
 
 // Resume reports whether the hub holds the spoke's session at a version
@@ -368,6 +436,9 @@ type changeSet struct {
 	// all marks every service and workload of the shard changed (its
 	// network changed).
 	all bool
+	// allServices marks every service of the shard changed (its lease
+	// changed how its endpoints are served).
+	allServices bool
 }
 
 func (c *changeSet) service(key string) {
@@ -595,26 +666,28 @@ func (r *Registry) publishLocked(ch changeSet) {
 		// Clusters are few: rebuild their map whenever one changes.
 		next.clusters = make(map[federation.ClusterID]*federation.ClusterInfo, len(r.shards))
 		for id, s := range r.shards {
-			if s.cluster != nil {
+			if s.cluster != nil && s.status.State != federation.Withdrawn {
 				next.clusters[id] = &federation.ClusterInfo{
 					ID:          id,
 					Network:     s.network(),
 					TrustDomain: s.cluster.GetTrustDomain(),
 					Gateways:    s.cluster.GetGateways(),
-					Connected:   s.status.Connected,
+					State:       s.status.State,
 				}
 			}
 		}
 		next.changes.Clusters = true
 	}
-	if ch.all {
-		// The shard's network changed: retag everything it holds.
+	if ch.all || ch.allServices {
 		s := r.shards[ch.cluster]
 		for k := range s.services {
 			ch.service(k)
 		}
-		for uid := range s.workloads {
-			ch.workload(uid)
+		if ch.all {
+			// The shard's network changed: retag everything it holds.
+			for uid := range s.workloads {
+				ch.workload(uid)
+			}
 		}
 	}
 	next.services = r.mergeServices(&prev.services, ch.services, &next.changes)
@@ -645,6 +718,7 @@ func (r *Registry) mergeServices(base *cowMap[*federation.ServiceView], keys map
 				Network:   s.network(),
 				Service:   svc,
 				Endpoints: s.taggedEndpoints(key),
+				Stale:     s.status.State == federation.Stale,
 			})
 		}
 		if v := federation.MergeService(parts); v != nil {

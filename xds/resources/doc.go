@@ -20,8 +20,9 @@
 //     equal to the sum of its endpoints' weights, which are all >= 1;
 //   - the sum of all weights stays below 2^31, so no locality or priority
 //     sum overflows uint32;
-//   - no address:port appears twice, and no locality appears twice (each
-//     locality has one entry, hence one priority);
+//   - no address:port appears twice, and no locality appears twice in one
+//     priority (a locality with live and stale clusters' endpoints has one
+//     entry in a live priority and one in a stale priority);
 //   - priorities are contiguous from 0;
 //   - endpoints on another network than the proxy's never appear: they are
 //     replaced by that network's east-west gateways, or dropped when it has

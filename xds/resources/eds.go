@@ -23,12 +23,14 @@ import (
 const MetadataNamespace = "meshfed"
 
 // Proximity ranks of a locality relative to the proxy's, before priorities
-// are renumbered to be contiguous.
+// are renumbered to be contiguous. A stale cluster's endpoints rank after
+// every live one's, by the same proximities: rank + numProximities.
 const (
 	sameZone = iota
 	sameRegion
 	elsewhere
-	numRanks
+	numProximities
+	numRanks = 2 * numProximities
 )
 
 // maxTotalWeight bounds the sum of all weights in one assignment. Envoy and
@@ -49,7 +51,7 @@ func ReferenceLoadAssignment(s *federation.ServiceView, hostname string, port *f
 
 // assign gathers the entries of an assignment by locality.
 func assign(s *federation.ServiceView, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *builder {
-	b := &builder{view: view, groups: make(map[Locality]*group), seen: seenPool.Get().(map[netip.AddrPort]bool)}
+	b := &builder{view: view, groups: make(map[groupKey]*group), seen: seenPool.Get().(map[netip.AddrPort]bool)}
 	defer func() {
 		clear(b.seen)
 		seenPool.Put(b.seen)
@@ -57,6 +59,10 @@ func assign(s *federation.ServiceView, port *federationpb.ServicePort, view View
 	}()
 	remote := make(map[federation.NetworkID]*remoteNetwork)
 	for _, c := range s.Clusters {
+		tier := 0
+		if c.Stale {
+			tier = numProximities
+		}
 		for _, ep := range c.Endpoints {
 			health, ok := healthOf(ep.Endpoint)
 			if !ok {
@@ -73,10 +79,10 @@ func assign(s *federation.ServiceView, port *federationpb.ServicePort, view View
 					r = &remoteNetwork{}
 					remote[ep.Network] = r
 				}
-				r.tally(health).add(loc, b.rank(loc))
+				r.tally(health, c.Stale).add(loc, b.rank(loc))
 				continue
 			}
-			b.addEndpoint(ep, target, health, loc)
+			b.addEndpoint(ep, target, health, loc, tier)
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(remote)) {
@@ -93,7 +99,7 @@ var seenPool = sync.Pool{New: func() any { return map[netip.AddrPort]bool{} }}
 // builder accumulates the lb_endpoints of one assignment by locality.
 type builder struct {
 	view   View
-	groups map[Locality]*group
+	groups map[groupKey]*group
 	// seen holds every address:port placed so far: grpc-go NACKs an
 	// assignment that repeats one anywhere in it.
 	seen map[netip.AddrPort]bool
@@ -109,7 +115,15 @@ type builder struct {
 	lcm uint64
 }
 
-// group is one locality's entries.
+// groupKey is a group's locality and rank: a locality with live and
+// stale endpoints has one group per tier (at two priorities, which Envoy
+// and grpc-go accept).
+type groupKey struct {
+	locality Locality
+	rank     int
+}
+
+// group is one locality's entries of one tier.
 type group struct {
 	locality Locality
 	rank     int
@@ -132,14 +146,21 @@ type metaKey struct {
 	network federation.NetworkID
 }
 
-// remoteNetwork tallies the endpoints of a network other than the view's.
-type remoteNetwork struct{ healthy, draining tally }
+// remoteNetwork tallies the endpoints of a network other than the view's,
+// those of live clusters apart from those of stale ones.
+type remoteNetwork struct{ live, stale healthTally }
 
-func (r *remoteNetwork) tally(h corev3.HealthStatus) *tally {
-	if h == corev3.HealthStatus_HEALTHY {
-		return &r.healthy
+type healthTally struct{ healthy, draining tally }
+
+func (r *remoteNetwork) tally(h corev3.HealthStatus, stale bool) *tally {
+	t := &r.live
+	if stale {
+		t = &r.stale
 	}
-	return &r.draining
+	if h == corev3.HealthStatus_HEALTHY {
+		return &t.healthy
+	}
+	return &t.draining
 }
 
 // tally counts endpoints and remembers the best locality among them:
@@ -179,17 +200,20 @@ func (b *builder) rank(l Locality) int {
 	}
 }
 
-func (b *builder) groupOf(l Locality) *group {
-	g := b.groups[l]
+// groupOf returns locality l's group in a tier (0 for live clusters,
+// numProximities for stale ones).
+func (b *builder) groupOf(l Locality, tier int) *group {
+	k := groupKey{locality: l, rank: b.rank(l) + tier}
+	g := b.groups[k]
 	if g == nil {
-		g = &group{locality: l, rank: b.rank(l)}
-		b.groups[l] = g
+		g = &group{locality: l, rank: k.rank}
+		b.groups[k] = g
 	}
 	return g
 }
 
 // addEndpoint adds an endpoint on the view's network.
-func (b *builder) addEndpoint(ep federation.TaggedEndpoint, port uint32, health corev3.HealthStatus, loc Locality) {
+func (b *builder) addEndpoint(ep federation.TaggedEndpoint, port uint32, health corev3.HealthStatus, loc Locality, tier int) {
 	addr, err := netip.ParseAddr(ep.GetAddress())
 	if err != nil || addr.Zone() != "" {
 		return // Validation admits only plain IPs; never emit what Envoy cannot connect to.
@@ -202,7 +226,7 @@ func (b *builder) addEndpoint(ep federation.TaggedEndpoint, port uint32, health 
 		return
 	}
 	b.seen[ap] = true
-	g := b.groupOf(loc)
+	g := b.groupOf(loc, tier)
 	g.entries = append(g.entries, entry{
 		address: ep.GetAddress(),
 		port:    port,
@@ -222,11 +246,17 @@ func (b *builder) addEndpoint(ep federation.TaggedEndpoint, port uint32, health 
 // locality). grpc-go NACKs an assignment that repeats an address, so a
 // gateway can appear only once. The gateways carry the weight of n's
 // healthy endpoints, split evenly; when n has only draining endpoints, they
-// carry those and are DRAINING themselves.
+// carry those and are DRAINING themselves. They stand for n's live
+// clusters' endpoints; only when n has none do they stand for its stale
+// clusters', in the stale tier.
 func (b *builder) addGateways(n federation.NetworkID, r *remoteNetwork, gateways []*federationpb.Gateway) {
-	t, health := &r.healthy, corev3.HealthStatus_HEALTHY
+	h, tier := &r.live, 0
+	if h.healthy.count == 0 && h.draining.count == 0 {
+		h, tier = &r.stale, numProximities
+	}
+	t, health := &h.healthy, corev3.HealthStatus_HEALTHY
 	if t.count == 0 {
-		t, health = &r.draining, corev3.HealthStatus_DRAINING
+		t, health = &h.draining, corev3.HealthStatus_DRAINING
 	}
 	usable := make([]*federationpb.Gateway, 0, len(gateways))
 	for _, gw := range gateways {
@@ -249,7 +279,7 @@ func (b *builder) addGateways(n federation.NetworkID, r *remoteNetwork, gateways
 	if len(usable) == 0 {
 		return // No way into n: its endpoints are unreachable from this view.
 	}
-	g := b.groupOf(t.best)
+	g := b.groupOf(t.best, tier)
 	share := uint64(len(usable))
 	for _, gw := range usable {
 		g.entries = append(g.entries, entry{

@@ -18,8 +18,9 @@ import (
 // are replaced by that network's gateways (see addGateways), or dropped when
 // it has none. Localities get priorities by proximity to the view's
 // locality: same zone (and subzone, when the view has one) first, then same
-// region, then the rest; a view without a region prefers nothing. The
-// result satisfies every invariant in the package doc.
+// region, then the rest; a view without a region prefers nothing. Stale
+// clusters' endpoints come after every live one's, ordered the same way
+// among themselves. The result satisfies every invariant in the package doc.
 //
 // It writes the bytes directly, without building messages: a hub
 // re-encodes the assignments of a changed service for each way proxies

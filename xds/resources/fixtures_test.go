@@ -80,6 +80,12 @@ func export(cluster federation.ClusterID, network federation.NetworkID, svc *fed
 }
 
 // merged is the clusterset view of parts.
+// stale marks an export's cluster stale.
+func stale(c federation.ClusterService) federation.ClusterService {
+	c.Stale = true
+	return c
+}
+
 func merged(parts ...federation.ClusterService) *federation.ServiceView {
 	return federation.MergeService(parts)
 }
@@ -102,7 +108,7 @@ func onNetwork(g *federationpb.Gateway, network string) *federationpb.Gateway {
 }
 
 func cluster(id federation.ClusterID, network federation.NetworkID, gws ...*federationpb.Gateway) *federation.ClusterInfo {
-	return &federation.ClusterInfo{ID: id, Network: network, Gateways: gws, Connected: true}
+	return &federation.ClusterInfo{ID: id, Network: network, Gateways: gws}
 }
 
 func view(network federation.NetworkID, region, zone, sz string) View {

@@ -350,6 +350,34 @@ func goldenCases() []goldenCase {
 				}
 			},
 		},
+		{
+			// A stale cluster's endpoints come after every live one's,
+			// ordered by proximity among themselves; a locality with both
+			// appears once in each tier. A network with only stale
+			// clusters is reached through its gateways in the stale tier.
+			name: "stale-clusters",
+			service: merged(
+				export("east", "net-1", svc, pod("10.1.0.1", "r1", "z1"), pod("10.1.0.2", "r2", "z3")),
+				stale(export("north", "net-1", svc, pod("10.3.0.1", "r1", "z1"), pod("10.3.0.2", "r1", "z2"))),
+				stale(export("west", "net-2", svc, pod("10.2.0.1", "r1", "z1"))),
+			),
+			clusters: []*federation.ClusterInfo{
+				cluster("east", "net-1"), cluster("north", "net-1"),
+				cluster("west", "net-2", gateway("192.0.2.10", 15443, tls)),
+			},
+			views: []namedView{{"net-1-z1", view("net-1", "r1", "z1", "")}},
+			check: func(t *testing.T, out *output) {
+				t.Helper()
+				want := map[string]uint32{
+					"10.1.0.1": 0, "10.1.0.2": 1, // live: same zone, elsewhere
+					"10.3.0.1": 2, "192.0.2.10": 2, // stale, same zone (west's gateway stands for z1)
+					"10.3.0.2": 3, // stale, same region
+				}
+				if diff := cmp.Diff(want, priorities(out.find(t, "net-1-z1", echo8080))); diff != "" {
+					t.Errorf("priorities (-want +got):\n%s", diff)
+				}
+			},
+		},
 	}
 }
 

@@ -45,7 +45,7 @@ func checkAssignment(cla *endpointv3.ClusterLoadAssignment) error {
 		fail("empty cluster_name")
 	}
 	addrs := map[string]bool{}
-	localities := map[string]bool{} // each locality once in the whole assignment
+	localities := map[string]bool{} // each locality once per priority (grpc-go's rule, gRFC A52)
 	prios := map[uint32]bool{}
 	var total uint64
 	for i, l := range cla.GetEndpoints() {
@@ -54,9 +54,9 @@ func checkAssignment(cla *endpointv3.ClusterLoadAssignment) error {
 			fail("endpoints[%d]: no locality", i)
 			continue
 		}
-		lk := loc.GetRegion() + "/" + loc.GetZone() + "/" + loc.GetSubZone()
+		lk := fmt.Sprintf("%s/%s/%s@%d", loc.GetRegion(), loc.GetZone(), loc.GetSubZone(), l.GetPriority())
 		if localities[lk] {
-			fail("endpoints[%d]: locality %s repeated", i, lk)
+			fail("endpoints[%d]: locality %s repeated in a priority", i, lk)
 		}
 		localities[lk] = true
 		prios[l.GetPriority()] = true
@@ -254,7 +254,7 @@ func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 // randomCase builds a random but plausible clusterset: a few clusters on a
 // few networks, overlapping pod addresses within a network, every
 // readiness state, missing ports, gateways of both protocols, DNS-named
-// and duplicated gateways, and a random proxy view.
+// and duplicated gateways, stale clusters, and a random proxy view.
 func randomCase(r *rand.Rand) (*federation.ServiceView, []*federation.ClusterInfo, View) {
 	svcPorts := []*federationpb.ServicePort{
 		{Name: "grpc", Protocol: tcp, Port: 8080},
@@ -315,7 +315,9 @@ func randomCase(r *rand.Rand) (*federation.ServiceView, []*federation.ClusterInf
 			pick(r, func(*federationpb.Endpoint) {}, notReady, terminating, terminated)(e)
 			eps = append(eps, e)
 		}
-		parts = append(parts, export(id, network, svc, eps...))
+		part := export(id, network, svc, eps...)
+		part.Stale = r.IntN(4) == 0
+		parts = append(parts, part)
 		info := cluster(id, network)
 		for range r.IntN(4) {
 			g := gateway(pick(r, "192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4", "gw.example.com"), pick[uint32](r, 15443, 15008), pick(r, tls, hbon))

@@ -89,14 +89,14 @@ var (
 
 func eastCluster() federation.ClusterInfo {
 	return federation.ClusterInfo{
-		ID: "east", Network: "network-east", TrustDomain: "cluster.local", Connected: true,
+		ID: "east", Network: "network-east", TrustDomain: "cluster.local",
 		Gateways: []*federationpb.Gateway{{Address: "192.0.2.1", Port: 15443, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS, Service: "istio-system/eastwest"}},
 	}
 }
 
 func westCluster(gatewayIP string) federation.ClusterInfo {
 	return federation.ClusterInfo{
-		ID: "west", Network: "network-west", TrustDomain: "cluster.local", Connected: true,
+		ID: "west", Network: "network-west", TrustDomain: "cluster.local",
 		Gateways: []*federationpb.Gateway{
 			{Address: gatewayIP, Port: 15443, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS, Service: "istio-system/eastwest"},
 			{Address: gatewayIP, Port: 15008, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE, Service: "istio-system/eastwest"},

@@ -1,0 +1,133 @@
+package registry
+
+import (
+	"context"
+	"time"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// RunLeases moves clusters whose spokes have gone through their leases
+// (live → stale → withdrawn, see LeasePolicy) until ctx ends. It wakes
+// only when a stream opens or ends and when a lease is due.
+func (r *Registry) RunLeases(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		next := r.advanceLeasesLocked(r.now())
+		if r.leaseWake == nil {
+			r.leaseWake = make(chan struct{})
+		}
+		wake := r.leaseWake
+		r.mu.Unlock()
+
+		var due <-chan time.Time
+		var stop func() bool
+		if !next.IsZero() {
+			t := r.clock.NewTimer(next.Sub(r.now()))
+			due, stop = t.C(), t.Stop
+		}
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-due:
+		}
+		if stop != nil {
+			stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// wakeLeasesLocked tells RunLeases that a stream opened or ended. Callers
+// hold r.mu.
+func (r *Registry) wakeLeasesLocked() {
+	if r.leaseWake != nil {
+		close(r.leaseWake)
+		r.leaseWake = nil
+	}
+}
+
+// leaseDeadlines returns when a disconnected cluster turns stale and when
+// it is withdrawn; zero for a change that is past or never comes.
+func (r *Registry) leaseDeadlines(s *shard) (staleAt, withdrawAt time.Time) {
+	if s.status.Connected || s.status.DisconnectedAt.IsZero() {
+		return time.Time{}, time.Time{}
+	}
+	gone := s.status.DisconnectedAt
+	if s.status.State == federation.Live {
+		staleAt = gone.Add(r.leases.StaleAfter)
+	}
+	if s.status.State != federation.Withdrawn && r.leases.WithdrawAfter > 0 {
+		withdrawAt = gone.Add(r.leases.WithdrawAfter)
+	}
+	return staleAt, withdrawAt
+}
+
+// advanceLeasesLocked applies the lease changes due at now and returns
+// when the next one is (zero: none is pending). Callers hold r.mu.
+func (r *Registry) advanceLeasesLocked(now time.Time) time.Time {
+	var next time.Time
+	soonest := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, s := range r.shards {
+		staleAt, withdrawAt := r.leaseDeadlines(s)
+		switch {
+		case !withdrawAt.IsZero() && !now.Before(withdrawAt):
+			r.withdrawLocked(s)
+		case !staleAt.IsZero() && !now.Before(staleAt):
+			r.setStateLocked(s, federation.Stale)
+			if s.cluster != nil {
+				r.publishLocked(changeSet{cluster: s.id, clusters: true, allServices: true})
+			}
+			soonest(withdrawAt)
+		default:
+			soonest(staleAt)
+			soonest(withdrawAt)
+		}
+	}
+	return next
+}
+
+// setStateLocked moves a cluster's lease. Callers hold r.mu and publish
+// what the change means for proxies.
+func (r *Registry) setStateLocked(s *shard, state federation.ClusterState) {
+	if s.status.State == state {
+		return
+	}
+	s.status.State = state
+	s.status.StateSince = r.now()
+	r.statusChangedLocked()
+}
+
+// withdrawLocked drops everything a cluster exported from the clusterset
+// and from memory: a spoke that comes back sends its full state again.
+// Its status stays, for operators. Callers hold r.mu.
+func (r *Registry) withdrawLocked(s *shard) {
+	r.setStateLocked(s, federation.Withdrawn)
+	ch := changeSet{cluster: s.id, clusters: true}
+	for k := range s.services {
+		ch.service(k)
+	}
+	for k := range s.endpoints {
+		ch.service(k)
+	}
+	for uid := range s.workloads {
+		ch.workload(uid)
+	}
+	s.services = map[string]*federationpb.Service{}
+	s.endpoints = map[string]map[string]*federationpb.Endpoint{}
+	s.nEndpoint = 0
+	s.workloads = map[string]*federationpb.Workload{}
+	s.tagged = map[string][]federation.TaggedEndpoint{}
+	s.intern = federation.NewInterner()
+	s.session, s.version = "", 0
+	if s.cluster != nil {
+		r.publishLocked(ch)
+	}
+}
