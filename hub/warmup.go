@@ -7,12 +7,15 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub/registry"
 )
 
 // warmUp waits until the registry looks complete, and returns its
-// snapshot then: every connected spoke has sent its shard, at least one
-// has, and no spoke has connected or sent its shard for quiet. It gives up
+// snapshot then: every member of the clusterset the hub knows of (each
+// connected spoke, and each cluster the spokes or the policy name) has
+// sent its shard, at least one has, and none has joined or sent its shard
+// for quiet. Withdrawn clusters are not waited for. It gives up
 // waiting after limit (a hub with no spokes yet, or one that never sends)
 // or when ctx ends. It wakes on the registry's status changes only.
 func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Duration, clk clock.Clock, log *slog.Logger) *registry.Snapshot {
@@ -31,25 +34,26 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 			settled.Stop()
 		}
 	}()
-	connected, synced := -1, -1
+	waiting, synced := -1, -1
 	for {
 		status, changed := reg.WatchStatus()
-		c, s := 0, 0
+		w, s := 0, 0
 		for _, st := range status {
-			if st.Connected {
-				c++
-			}
-			if st.ShardVersion > 0 {
+			switch {
+			case st.State == federation.Withdrawn:
+			case st.ShardVersion > 0:
 				s++
+			case st.Connected || st.Expected:
+				w++
 			}
 		}
-		if c != connected || s != synced {
-			connected, synced = c, s
+		if w != waiting || s != synced {
+			waiting, synced = w, s
 			if settled != nil {
 				settled.Stop()
 				settled, settledC = nil, nil
 			}
-			if s > 0 && c <= s {
+			if s > 0 && w == 0 {
 				settled = clk.NewTimer(quiet)
 				settledC = settled.C()
 			}
@@ -58,8 +62,8 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 		case <-ctx.Done():
 			return reg.Current()
 		case <-deadline.C():
-			log.Warn("warm-up over with spokes missing or still syncing; serving proxies what the registry has",
-				"connected", c, "synced", s, "elapsed", limit)
+			log.Warn("warm-up over with clusters missing or still syncing; serving proxies what the registry has",
+				"waiting", w, "synced", s, "missing", missing(status), "elapsed", limit)
 			return reg.Current()
 		case <-settledC:
 			log.Info("registry warm: serving proxies", "clusters", s, "elapsed", clk.Since(start))
@@ -67,4 +71,15 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 		case <-changed:
 		}
 	}
+}
+
+// missing names the clusters the warm-up still waits for (at most ten).
+func missing(status []registry.ClusterStatus) []federation.ClusterID {
+	var out []federation.ClusterID
+	for _, st := range status {
+		if st.State != federation.Withdrawn && st.ShardVersion == 0 && (st.Connected || st.Expected) && len(out) < 10 {
+			out = append(out, st.ID)
+		}
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/registry"
 )
@@ -118,5 +119,41 @@ func awaitWaiters(t *testing.T, clk *testingclock.FakeClock, n int) {
 			t.Fatalf("the warm-up waits on %d timers, want %d", clk.Waiters(), n)
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestWarmUpWaitsForExpectedClusters: a member another spoke named (here,
+// west, which a restarted hub has not heard from yet) holds the warm-up
+// although every connected spoke has synced; it ends when west has sent
+// its shard.
+func TestWarmUpWaitsForExpectedClusters(t *testing.T) {
+	reg := registry.New(registry.Config{})
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	const quiet = time.Second
+	if err := reg.Connect("east", "s").Apply("s", shard("east")); err != nil {
+		t.Fatal(err)
+	}
+	if n := reg.Expect([]federation.ClusterID{"east", "west", "Not_A_Label"}); n != 1 {
+		t.Fatalf("Expect added %d clusters, want west only", n)
+	}
+	done := make(chan *registry.Snapshot, 1)
+	go func() { done <- warmUp(t.Context(), reg, quiet, time.Hour, clk, quietLog) }()
+	awaitWaiters(t, clk, 1) // the deadline alone: west is awaited
+	clk.Step(10 * quiet)
+	if len(done) != 0 {
+		t.Fatal("warm while an expected member has not sent its shard")
+	}
+	if err := reg.Connect("west", "s").Apply("s", shard("west")); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaiters(t, clk, 2)
+	clk.Step(quiet)
+	select {
+	case snap := <-done:
+		if len(snap.Clusters()) != 2 {
+			t.Errorf("warm snapshot has %d clusters, want 2", len(snap.Clusters()))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("warm-up did not end after the expected member synced")
 	}
 }

@@ -2,7 +2,10 @@ package registry
 
 import (
 	"context"
+	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -130,4 +133,58 @@ func (r *Registry) withdrawLocked(s *shard) {
 	if s.cluster != nil {
 		r.publishLocked(ch)
 	}
+}
+
+// MaxExpected bounds the clusters one Expect call may add: a spoke names
+// the clusterset it last saw, and a fleet larger than this is not one a
+// spoke's word should make the hub wait for.
+const MaxExpected = 1000
+
+// Expect records clusters the hub should hear from although no stream of
+// theirs is open: members of the clusterset before this hub started, as
+// another spoke or the cluster policy names them. Each unknown one gets
+// an empty shard whose lease runs from now, so that the warm-up waits for
+// it and, if it never comes back, it is withdrawn on the usual schedule.
+// IDs that are not valid cluster IDs are ignored. It returns how many it
+// added.
+func (r *Registry) Expect(ids []federation.ClusterID) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	added := 0
+	now := r.now()
+	for _, id := range ids {
+		if added == MaxExpected {
+			break
+		}
+		if _, ok := r.shards[id]; ok || len(validation.IsDNS1123Label(string(id))) > 0 {
+			continue
+		}
+		s := newShard(id)
+		s.status.State, s.status.StateSince, s.status.DisconnectedAt = federation.Live, now, now
+		s.status.Expected = true
+		r.shards[id] = s
+		added++
+	}
+	if added > 0 {
+		r.statusChangedLocked()
+		r.wakeLeasesLocked()
+	}
+	return added
+}
+
+// Members returns the clusters of the clusterset, sorted: every cluster
+// the hub knows that is not withdrawn, whether or not it has sent its
+// shard yet. Spokes keep it, so that a restarted hub learns whom to wait
+// for from the first spoke back.
+func (r *Registry) Members() []federation.ClusterID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]federation.ClusterID, 0, len(r.shards))
+	for id, s := range r.shards {
+		if s.status.State != federation.Withdrawn {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

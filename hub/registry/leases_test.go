@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -234,5 +235,34 @@ func TestLeasePolicyValidate(t *testing.T) {
 		if err := c.p.Validate(); (err == nil) != c.ok {
 			t.Errorf("%+v: %v", c.p, err)
 		}
+	}
+}
+
+// TestLeaseExpectedMember: a member the hub learned of but never heard
+// from is listed, awaited and withdrawn on the lease's schedule.
+func TestLeaseExpectedMember(t *testing.T) {
+	lt := newLeaseTest(t, LeasePolicy{StaleAfter: time.Second, WithdrawAfter: time.Minute})
+	eastAndWest(t, lt.r)
+	if n := lt.r.Expect([]federation.ClusterID{"east", "north", "north", "", "UPPER"}); n != 1 {
+		t.Errorf("Expect added %d, want north only", n)
+	}
+	st := lt.waitState(t, "north", federation.Live)
+	if !st.Expected || st.Connected || !st.LastSeen.IsZero() || st.WithdrawAt.IsZero() {
+		t.Errorf("north: %+v", st)
+	}
+	if got := lt.r.Members(); !slices.Equal(got, []federation.ClusterID{"east", "north", "west"}) {
+		t.Errorf("members %v", got)
+	}
+	lt.step(t, time.Second)
+	lt.waitState(t, "north", federation.Stale)
+	lt.step(t, time.Minute)
+	lt.waitState(t, "north", federation.Withdrawn)
+	if got := lt.r.Members(); !slices.Equal(got, []federation.ClusterID{"east", "west"}) {
+		t.Errorf("members after north's withdrawal: %v", got)
+	}
+	// Connecting clears it.
+	lt.r.Connect("north", "")
+	if st := lt.waitState(t, "north", federation.Live); st.Expected || !st.Connected {
+		t.Errorf("north after connecting: %+v", st)
 	}
 }

@@ -178,8 +178,11 @@ type ClusterStatus struct {
 	LastSeen time.Time `json:"lastSeen,omitzero"`
 	// StaleAt and WithdrawAt are when the lease will change, while the
 	// spoke is gone.
-	StaleAt        time.Time `json:"staleAt,omitzero"`
-	WithdrawAt     time.Time `json:"withdrawAt,omitzero"`
+	StaleAt    time.Time `json:"staleAt,omitzero"`
+	WithdrawAt time.Time `json:"withdrawAt,omitzero"`
+	// Expected: the cluster is a member the hub learned of (from another
+	// spoke or the cluster policy) but has not heard from since it started.
+	Expected       bool      `json:"expected,omitempty"`
 	Connected      bool      `json:"connected"`
 	ConnectedSince time.Time `json:"connectedSince,omitzero"`
 	DisconnectedAt time.Time `json:"disconnectedAt,omitzero"`
@@ -227,9 +230,12 @@ func (r *Registry) statusLocked() []ClusterStatus {
 	now := r.now()
 	for _, s := range r.shards {
 		st := s.status
-		if st.Connected {
+		switch {
+		case st.Connected:
 			st.LastSeen = now
-		} else {
+		case st.Expected: // never heard from since this hub started
+			st.StaleAt, st.WithdrawAt = r.leaseDeadlines(s)
+		default:
 			st.LastSeen = st.DisconnectedAt
 			st.StaleAt, st.WithdrawAt = r.leaseDeadlines(s)
 		}
@@ -272,7 +278,7 @@ func (r *Registry) Connect(id federation.ClusterID, build string) *Conn {
 	}
 	s.gen++
 	s.superseded = make(chan struct{})
-	s.status.Connected = true
+	s.status.Connected, s.status.Expected = true, false
 	s.status.ConnectedSince = r.now()
 	s.status.Build = build
 	switch s.status.State {
