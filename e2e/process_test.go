@@ -240,13 +240,16 @@ type procSpoke struct {
 	dir string
 }
 
-func startProcSpoke(t *testing.T, h *procHub, id, network string, manifests string) *procSpoke {
+// startProcSpoke runs a spoke of cluster id that dials hubAddr.
+func startProcSpoke(t *testing.T, hubAddr, id, network string, manifests string, extra ...string) *procSpoke {
 	t.Helper()
 	dir := t.TempDir()
 	s := &procSpoke{dir: dir}
 	s.write(t, manifests)
-	s.process = startProcess(t, "spoke-"+id, "spoke", "--insecure", "--cluster-id", id, "--network", network,
-		"--hub", h.federation, "--manifests", dir)
+	args := append([]string{
+		"spoke", "--insecure", "--cluster-id", id, "--network", network, "--hub", hubAddr, "--manifests", dir,
+	}, extra...)
+	s.process = startProcess(t, "spoke-"+id, args...)
 	return s
 }
 
@@ -399,8 +402,8 @@ func TestProcessClusterLease(t *testing.T) {
 	h := startProcHub(t, "--stale-after", staleAfter.String(), "--withdraw-after", withdrawAfter.String(),
 		"--xds-warmup", "10s", "--xds-warmup-quiet", "200ms")
 	eastPod, westPod := startBackend(t, "127.0.3.1", "east"), startBackend(t, "127.0.3.2", "west")
-	east := startProcSpoke(t, h, "east", "n1", echoManifests("z-east", eastPod))
-	west := startProcSpoke(t, h, "west", "n1", echoManifests("z-west", westPod))
+	east := startProcSpoke(t, h.federation, "east", "n1", echoManifests("z-east", eastPod))
+	west := startProcSpoke(t, h.federation, "west", "n1", echoManifests("z-west", westPod))
 	h.waitCluster(t, "east", time.Minute, func(c clusterRow) bool { return c.version > 0 })
 	h.waitCluster(t, "west", time.Minute, func(c clusterRow) bool { return c.version > 0 })
 
