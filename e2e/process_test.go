@@ -191,6 +191,15 @@ type clusterRow struct {
 	version   uint64
 }
 
+// waitUp waits until the hub answers on its debug address (it binds
+// every listener before it serves any).
+func (h *procHub) waitUp(t *testing.T) {
+	t.Helper()
+	if !pollUntil(t, 30*time.Second, func() bool { return h.clusters(t.Context()) != nil }) {
+		t.Fatal("the hub never answered on its debug address")
+	}
+}
+
 // waitCluster waits until cluster id's row satisfies cond.
 func (h *procHub) waitCluster(t *testing.T, id string, timeout time.Duration, cond func(clusterRow) bool) clusterRow {
 	t.Helper()
@@ -455,4 +464,46 @@ func TestProcessClusterLease(t *testing.T) {
 		return slices.Equal(a[0], []string{"127.0.3.1"}) && slices.Equal(a[1], []string{"127.0.3.2"})
 	})
 	eventually(t, client, "east")
+}
+
+// TestProcessHubRestartNeverPartial: a hub SIGKILLed and restarted after
+// two seconds down serves its first proxy response only once every member
+// of the clusterset is back, although the spokes return one by one (the
+// first spoke back names the others).
+func TestProcessHubRestartNeverPartial(t *testing.T) {
+	h := startProcHub(t, "--xds-warmup", "20s", "--xds-warmup-quiet", "100ms")
+	ids := []string{"east", "west", "north"}
+	var want []string
+	for i, id := range ids {
+		ip := fmt.Sprintf("127.0.3.%d", i+1)
+		want = append(want, ip)
+		startProcSpoke(t, h.federation, id, "n1", echoManifests("z-"+id, backend{addr: ip, port: 8080}))
+	}
+	for _, id := range ids {
+		h.waitCluster(t, id, time.Minute, func(c clusterRow) bool { return c.version > 0 })
+	}
+	all := func(a map[uint32][]string) []string {
+		var out []string
+		for _, addrs := range a {
+			out = append(out, addrs...)
+		}
+		slices.Sort(out)
+		return out
+	}
+	w := watchEDS(t, h.xds)
+	w.until("every cluster", 30*time.Second, func(a map[uint32][]string) bool { return slices.Equal(all(a), want) })
+	for round := range 3 {
+		h.kill()
+		down := time.NewTimer(2 * time.Second)
+		<-down.C
+		start := time.Now()
+		h.start()
+		h.waitUp(t)
+		w := watchEDS(t, h.xds)
+		first, _ := w.until(fmt.Sprintf("round %d: a response", round), 30*time.Second, func(map[uint32][]string) bool { return true })
+		if got := all(first); !slices.Equal(got, want) {
+			t.Errorf("round %d: the restarted hub's first response holds %v; want every cluster's %v", round, got, want)
+		}
+		t.Logf("round %d: first response %v after the restart", round, time.Since(start).Round(time.Millisecond))
+	}
 }

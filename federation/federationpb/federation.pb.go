@@ -393,9 +393,9 @@ func (*SpokeMessage_Hello) isSpokeMessage_Kind() {}
 
 func (*SpokeMessage_Update) isSpokeMessage_Kind() {}
 
-// HubMessage is everything the hub sends. Field numbers 4 to 15 are kept
-// for future hub messages (such as export status and leases); a spoke
-// ignores kinds it does not know.
+// HubMessage is everything the hub sends. Field numbers 5 to 15 are kept
+// for future hub messages (such as export status); a spoke ignores kinds
+// it does not know.
 type HubMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -403,6 +403,7 @@ type HubMessage struct {
 	//	*HubMessage_Welcome
 	//	*HubMessage_Ack
 	//	*HubMessage_Nack
+	//	*HubMessage_Members
 	Kind          isHubMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -472,6 +473,15 @@ func (x *HubMessage) GetNack() *Nack {
 	return nil
 }
 
+func (x *HubMessage) GetMembers() *Members {
+	if x != nil {
+		if x, ok := x.Kind.(*HubMessage_Members); ok {
+			return x.Members
+		}
+	}
+	return nil
+}
+
 type isHubMessage_Kind interface {
 	isHubMessage_Kind()
 }
@@ -488,11 +498,66 @@ type HubMessage_Nack struct {
 	Nack *Nack `protobuf:"bytes,3,opt,name=nack,proto3,oneof"`
 }
 
+type HubMessage_Members struct {
+	Members *Members `protobuf:"bytes,4,opt,name=members,proto3,oneof"`
+}
+
 func (*HubMessage_Welcome) isHubMessage_Kind() {}
 
 func (*HubMessage_Ack) isHubMessage_Kind() {}
 
 func (*HubMessage_Nack) isHubMessage_Kind() {}
+
+func (*HubMessage_Members) isHubMessage_Kind() {}
+
+// Members lists the clusterset's members as this hub knows them: every
+// cluster it holds that is not withdrawn. The hub sends it after Welcome
+// and whenever it changes. The spoke keeps the latest and names it in its
+// next Hello, so that a restarted hub, or another replica, learns whom to
+// wait for from the first spoke that reaches it.
+type Members struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Clusters      []string               `protobuf:"bytes,1,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Members) Reset() {
+	*x = Members{}
+	mi := &file_federation_federationpb_federation_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Members) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Members) ProtoMessage() {}
+
+func (x *Members) ProtoReflect() protoreflect.Message {
+	mi := &file_federation_federationpb_federation_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Members.ProtoReflect.Descriptor instead.
+func (*Members) Descriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Members) GetClusters() []string {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
 
 // Hello is the first message of every stream.
 type Hello struct {
@@ -508,14 +573,18 @@ type Hello struct {
 	// The highest version sent in this session (0 when none).
 	SentVersion uint64 `protobuf:"varint,4,opt,name=sent_version,json=sentVersion,proto3" json:"sent_version,omitempty"`
 	// The spoke's build, for humans.
-	Build         string `protobuf:"bytes,5,opt,name=build,proto3" json:"build,omitempty"`
+	Build string `protobuf:"bytes,5,opt,name=build,proto3" json:"build,omitempty"`
+	// The clusterset's members, as the last Members from a hub said (empty
+	// when none came yet). A hub that does not hold them waits for them
+	// before serving proxies, up to its warm-up limit.
+	Members       []string `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[2]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +596,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[2]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +609,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{2}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Hello) GetClusterId() string {
@@ -578,6 +647,13 @@ func (x *Hello) GetBuild() string {
 	return ""
 }
 
+func (x *Hello) GetMembers() []string {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 // Welcome answers Hello.
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -598,7 +674,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[3]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +686,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[3]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +699,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{3}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Welcome) GetResume() bool {
@@ -668,7 +744,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[4]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +756,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[4]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +769,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{4}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Limits) GetMaxMessageBytes() uint32 {
@@ -754,7 +830,7 @@ type ShardUpdate struct {
 
 func (x *ShardUpdate) Reset() {
 	*x = ShardUpdate{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[5]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +842,7 @@ func (x *ShardUpdate) String() string {
 func (*ShardUpdate) ProtoMessage() {}
 
 func (x *ShardUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[5]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +855,7 @@ func (x *ShardUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardUpdate.ProtoReflect.Descriptor instead.
 func (*ShardUpdate) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{5}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ShardUpdate) GetVersion() uint64 {
@@ -877,7 +953,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[6]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +965,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[6]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +978,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{6}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Ack) GetVersion() uint64 {
@@ -937,7 +1013,7 @@ type Nack struct {
 
 func (x *Nack) Reset() {
 	*x = Nack{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[7]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1025,7 @@ func (x *Nack) String() string {
 func (*Nack) ProtoMessage() {}
 
 func (x *Nack) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[7]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1038,7 @@ func (x *Nack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Nack.ProtoReflect.Descriptor instead.
 func (*Nack) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{7}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Nack) GetVersion() uint64 {
@@ -1022,7 +1098,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[8]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1110,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[8]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1123,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{8}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Cluster) GetId() string {
@@ -1094,7 +1170,7 @@ type Gateway struct {
 
 func (x *Gateway) Reset() {
 	*x = Gateway{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[9]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1182,7 @@ func (x *Gateway) String() string {
 func (*Gateway) ProtoMessage() {}
 
 func (x *Gateway) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[9]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1195,7 @@ func (x *Gateway) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gateway.ProtoReflect.Descriptor instead.
 func (*Gateway) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{9}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Gateway) GetAddress() string {
@@ -1173,7 +1249,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[10]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1261,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[10]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1274,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{10}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Service) GetNamespace() string {
@@ -1265,7 +1341,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[11]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1353,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[11]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1366,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{11}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ServicePort) GetName() string {
@@ -1348,7 +1424,7 @@ type Export struct {
 
 func (x *Export) Reset() {
 	*x = Export{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[12]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1436,7 @@ func (x *Export) String() string {
 func (*Export) ProtoMessage() {}
 
 func (x *Export) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[12]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1449,7 @@ func (x *Export) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Export.ProtoReflect.Descriptor instead.
 func (*Export) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{12}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Export) GetSource() ExportSource {
@@ -1414,7 +1490,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[13]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1502,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[13]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1515,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{13}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Endpoint) GetNamespace() string {
@@ -1538,7 +1614,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[14]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1626,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[14]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1639,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{14}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -1605,7 +1681,7 @@ type Locality struct {
 
 func (x *Locality) Reset() {
 	*x = Locality{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[15]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1693,7 @@ func (x *Locality) String() string {
 func (*Locality) ProtoMessage() {}
 
 func (x *Locality) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[15]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1706,7 @@ func (x *Locality) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Locality.ProtoReflect.Descriptor instead.
 func (*Locality) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{15}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Locality) GetRegion() string {
@@ -1665,7 +1741,7 @@ type WorkloadRef struct {
 
 func (x *WorkloadRef) Reset() {
 	*x = WorkloadRef{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[16]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1753,7 @@ func (x *WorkloadRef) String() string {
 func (*WorkloadRef) ProtoMessage() {}
 
 func (x *WorkloadRef) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[16]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1766,7 @@ func (x *WorkloadRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadRef.ProtoReflect.Descriptor instead.
 func (*WorkloadRef) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{16}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WorkloadRef) GetKind() string {
@@ -1742,7 +1818,7 @@ type Workload struct {
 
 func (x *Workload) Reset() {
 	*x = Workload{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[17]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1830,7 @@ func (x *Workload) String() string {
 func (*Workload) ProtoMessage() {}
 
 func (x *Workload) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[17]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1843,7 @@ func (x *Workload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workload.ProtoReflect.Descriptor instead.
 func (*Workload) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{17}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Workload) GetUid() string {
@@ -1876,20 +1952,24 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\fSpokeMessage\x12:\n" +
 	"\x05hello\x18\x01 \x01(\v2\".meshfed.federation.v1alpha1.HelloH\x00R\x05hello\x12B\n" +
 	"\x06update\x18\x02 \x01(\v2(.meshfed.federation.v1alpha1.ShardUpdateH\x00R\x06updateB\x06\n" +
-	"\x04kind\"\xc5\x01\n" +
+	"\x04kind\"\x87\x02\n" +
 	"\n" +
 	"HubMessage\x12@\n" +
 	"\awelcome\x18\x01 \x01(\v2$.meshfed.federation.v1alpha1.WelcomeH\x00R\awelcome\x124\n" +
 	"\x03ack\x18\x02 \x01(\v2 .meshfed.federation.v1alpha1.AckH\x00R\x03ack\x127\n" +
-	"\x04nack\x18\x03 \x01(\v2!.meshfed.federation.v1alpha1.NackH\x00R\x04nackB\x06\n" +
-	"\x04kind\"\x9e\x01\n" +
+	"\x04nack\x18\x03 \x01(\v2!.meshfed.federation.v1alpha1.NackH\x00R\x04nack\x12@\n" +
+	"\amembers\x18\x04 \x01(\v2$.meshfed.federation.v1alpha1.MembersH\x00R\amembersB\x06\n" +
+	"\x04kind\"%\n" +
+	"\aMembers\x12\x1a\n" +
+	"\bclusters\x18\x01 \x03(\tR\bclusters\"\xb8\x01\n" +
 	"\x05Hello\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
 	"\asession\x18\x02 \x01(\tR\asession\x12#\n" +
 	"\racked_version\x18\x03 \x01(\x04R\fackedVersion\x12!\n" +
 	"\fsent_version\x18\x04 \x01(\x04R\vsentVersion\x12\x14\n" +
-	"\x05build\x18\x05 \x01(\tR\x05build\"\x8f\x01\n" +
+	"\x05build\x18\x05 \x01(\tR\x05build\x12\x18\n" +
+	"\amembers\x18\x06 \x03(\tR\amembers\"\x8f\x01\n" +
 	"\aWelcome\x12\x16\n" +
 	"\x06resume\x18\x01 \x01(\bR\x06resume\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12;\n" +
@@ -2041,7 +2121,7 @@ func file_federation_federationpb_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_federation_federationpb_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_federation_federationpb_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_federation_federationpb_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_federation_federationpb_federation_proto_goTypes = []any{
 	(NackCode)(0),                 // 0: meshfed.federation.v1alpha1.NackCode
 	(GatewayProtocol)(0),          // 1: meshfed.federation.v1alpha1.GatewayProtocol
@@ -2050,57 +2130,59 @@ var file_federation_federationpb_federation_proto_goTypes = []any{
 	(ExportSource)(0),             // 4: meshfed.federation.v1alpha1.ExportSource
 	(*SpokeMessage)(nil),          // 5: meshfed.federation.v1alpha1.SpokeMessage
 	(*HubMessage)(nil),            // 6: meshfed.federation.v1alpha1.HubMessage
-	(*Hello)(nil),                 // 7: meshfed.federation.v1alpha1.Hello
-	(*Welcome)(nil),               // 8: meshfed.federation.v1alpha1.Welcome
-	(*Limits)(nil),                // 9: meshfed.federation.v1alpha1.Limits
-	(*ShardUpdate)(nil),           // 10: meshfed.federation.v1alpha1.ShardUpdate
-	(*Ack)(nil),                   // 11: meshfed.federation.v1alpha1.Ack
-	(*Nack)(nil),                  // 12: meshfed.federation.v1alpha1.Nack
-	(*Cluster)(nil),               // 13: meshfed.federation.v1alpha1.Cluster
-	(*Gateway)(nil),               // 14: meshfed.federation.v1alpha1.Gateway
-	(*Service)(nil),               // 15: meshfed.federation.v1alpha1.Service
-	(*ServicePort)(nil),           // 16: meshfed.federation.v1alpha1.ServicePort
-	(*Export)(nil),                // 17: meshfed.federation.v1alpha1.Export
-	(*Endpoint)(nil),              // 18: meshfed.federation.v1alpha1.Endpoint
-	(*EndpointPort)(nil),          // 19: meshfed.federation.v1alpha1.EndpointPort
-	(*Locality)(nil),              // 20: meshfed.federation.v1alpha1.Locality
-	(*WorkloadRef)(nil),           // 21: meshfed.federation.v1alpha1.WorkloadRef
-	(*Workload)(nil),              // 22: meshfed.federation.v1alpha1.Workload
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*Members)(nil),               // 7: meshfed.federation.v1alpha1.Members
+	(*Hello)(nil),                 // 8: meshfed.federation.v1alpha1.Hello
+	(*Welcome)(nil),               // 9: meshfed.federation.v1alpha1.Welcome
+	(*Limits)(nil),                // 10: meshfed.federation.v1alpha1.Limits
+	(*ShardUpdate)(nil),           // 11: meshfed.federation.v1alpha1.ShardUpdate
+	(*Ack)(nil),                   // 12: meshfed.federation.v1alpha1.Ack
+	(*Nack)(nil),                  // 13: meshfed.federation.v1alpha1.Nack
+	(*Cluster)(nil),               // 14: meshfed.federation.v1alpha1.Cluster
+	(*Gateway)(nil),               // 15: meshfed.federation.v1alpha1.Gateway
+	(*Service)(nil),               // 16: meshfed.federation.v1alpha1.Service
+	(*ServicePort)(nil),           // 17: meshfed.federation.v1alpha1.ServicePort
+	(*Export)(nil),                // 18: meshfed.federation.v1alpha1.Export
+	(*Endpoint)(nil),              // 19: meshfed.federation.v1alpha1.Endpoint
+	(*EndpointPort)(nil),          // 20: meshfed.federation.v1alpha1.EndpointPort
+	(*Locality)(nil),              // 21: meshfed.federation.v1alpha1.Locality
+	(*WorkloadRef)(nil),           // 22: meshfed.federation.v1alpha1.WorkloadRef
+	(*Workload)(nil),              // 23: meshfed.federation.v1alpha1.Workload
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_federation_federationpb_federation_proto_depIdxs = []int32{
-	7,  // 0: meshfed.federation.v1alpha1.SpokeMessage.hello:type_name -> meshfed.federation.v1alpha1.Hello
-	10, // 1: meshfed.federation.v1alpha1.SpokeMessage.update:type_name -> meshfed.federation.v1alpha1.ShardUpdate
-	8,  // 2: meshfed.federation.v1alpha1.HubMessage.welcome:type_name -> meshfed.federation.v1alpha1.Welcome
-	11, // 3: meshfed.federation.v1alpha1.HubMessage.ack:type_name -> meshfed.federation.v1alpha1.Ack
-	12, // 4: meshfed.federation.v1alpha1.HubMessage.nack:type_name -> meshfed.federation.v1alpha1.Nack
-	9,  // 5: meshfed.federation.v1alpha1.Welcome.limits:type_name -> meshfed.federation.v1alpha1.Limits
-	13, // 6: meshfed.federation.v1alpha1.ShardUpdate.cluster:type_name -> meshfed.federation.v1alpha1.Cluster
-	15, // 7: meshfed.federation.v1alpha1.ShardUpdate.services:type_name -> meshfed.federation.v1alpha1.Service
-	18, // 8: meshfed.federation.v1alpha1.ShardUpdate.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
-	22, // 9: meshfed.federation.v1alpha1.ShardUpdate.workloads:type_name -> meshfed.federation.v1alpha1.Workload
-	23, // 10: meshfed.federation.v1alpha1.ShardUpdate.observed_time:type_name -> google.protobuf.Timestamp
-	0,  // 11: meshfed.federation.v1alpha1.Nack.code:type_name -> meshfed.federation.v1alpha1.NackCode
-	14, // 12: meshfed.federation.v1alpha1.Cluster.gateways:type_name -> meshfed.federation.v1alpha1.Gateway
-	1,  // 13: meshfed.federation.v1alpha1.Gateway.protocol:type_name -> meshfed.federation.v1alpha1.GatewayProtocol
-	16, // 14: meshfed.federation.v1alpha1.Service.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
-	2,  // 15: meshfed.federation.v1alpha1.Service.type:type_name -> meshfed.federation.v1alpha1.ServiceType
-	17, // 16: meshfed.federation.v1alpha1.Service.export:type_name -> meshfed.federation.v1alpha1.Export
-	3,  // 17: meshfed.federation.v1alpha1.ServicePort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
-	4,  // 18: meshfed.federation.v1alpha1.Export.source:type_name -> meshfed.federation.v1alpha1.ExportSource
-	23, // 19: meshfed.federation.v1alpha1.Export.time:type_name -> google.protobuf.Timestamp
-	19, // 20: meshfed.federation.v1alpha1.Endpoint.ports:type_name -> meshfed.federation.v1alpha1.EndpointPort
-	20, // 21: meshfed.federation.v1alpha1.Endpoint.locality:type_name -> meshfed.federation.v1alpha1.Locality
-	21, // 22: meshfed.federation.v1alpha1.Endpoint.workload:type_name -> meshfed.federation.v1alpha1.WorkloadRef
-	3,  // 23: meshfed.federation.v1alpha1.EndpointPort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
-	20, // 24: meshfed.federation.v1alpha1.Workload.locality:type_name -> meshfed.federation.v1alpha1.Locality
-	5,  // 25: meshfed.federation.v1alpha1.Federation.Sync:input_type -> meshfed.federation.v1alpha1.SpokeMessage
-	6,  // 26: meshfed.federation.v1alpha1.Federation.Sync:output_type -> meshfed.federation.v1alpha1.HubMessage
-	26, // [26:27] is the sub-list for method output_type
-	25, // [25:26] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	8,  // 0: meshfed.federation.v1alpha1.SpokeMessage.hello:type_name -> meshfed.federation.v1alpha1.Hello
+	11, // 1: meshfed.federation.v1alpha1.SpokeMessage.update:type_name -> meshfed.federation.v1alpha1.ShardUpdate
+	9,  // 2: meshfed.federation.v1alpha1.HubMessage.welcome:type_name -> meshfed.federation.v1alpha1.Welcome
+	12, // 3: meshfed.federation.v1alpha1.HubMessage.ack:type_name -> meshfed.federation.v1alpha1.Ack
+	13, // 4: meshfed.federation.v1alpha1.HubMessage.nack:type_name -> meshfed.federation.v1alpha1.Nack
+	7,  // 5: meshfed.federation.v1alpha1.HubMessage.members:type_name -> meshfed.federation.v1alpha1.Members
+	10, // 6: meshfed.federation.v1alpha1.Welcome.limits:type_name -> meshfed.federation.v1alpha1.Limits
+	14, // 7: meshfed.federation.v1alpha1.ShardUpdate.cluster:type_name -> meshfed.federation.v1alpha1.Cluster
+	16, // 8: meshfed.federation.v1alpha1.ShardUpdate.services:type_name -> meshfed.federation.v1alpha1.Service
+	19, // 9: meshfed.federation.v1alpha1.ShardUpdate.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
+	23, // 10: meshfed.federation.v1alpha1.ShardUpdate.workloads:type_name -> meshfed.federation.v1alpha1.Workload
+	24, // 11: meshfed.federation.v1alpha1.ShardUpdate.observed_time:type_name -> google.protobuf.Timestamp
+	0,  // 12: meshfed.federation.v1alpha1.Nack.code:type_name -> meshfed.federation.v1alpha1.NackCode
+	15, // 13: meshfed.federation.v1alpha1.Cluster.gateways:type_name -> meshfed.federation.v1alpha1.Gateway
+	1,  // 14: meshfed.federation.v1alpha1.Gateway.protocol:type_name -> meshfed.federation.v1alpha1.GatewayProtocol
+	17, // 15: meshfed.federation.v1alpha1.Service.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
+	2,  // 16: meshfed.federation.v1alpha1.Service.type:type_name -> meshfed.federation.v1alpha1.ServiceType
+	18, // 17: meshfed.federation.v1alpha1.Service.export:type_name -> meshfed.federation.v1alpha1.Export
+	3,  // 18: meshfed.federation.v1alpha1.ServicePort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
+	4,  // 19: meshfed.federation.v1alpha1.Export.source:type_name -> meshfed.federation.v1alpha1.ExportSource
+	24, // 20: meshfed.federation.v1alpha1.Export.time:type_name -> google.protobuf.Timestamp
+	20, // 21: meshfed.federation.v1alpha1.Endpoint.ports:type_name -> meshfed.federation.v1alpha1.EndpointPort
+	21, // 22: meshfed.federation.v1alpha1.Endpoint.locality:type_name -> meshfed.federation.v1alpha1.Locality
+	22, // 23: meshfed.federation.v1alpha1.Endpoint.workload:type_name -> meshfed.federation.v1alpha1.WorkloadRef
+	3,  // 24: meshfed.federation.v1alpha1.EndpointPort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
+	21, // 25: meshfed.federation.v1alpha1.Workload.locality:type_name -> meshfed.federation.v1alpha1.Locality
+	5,  // 26: meshfed.federation.v1alpha1.Federation.Sync:input_type -> meshfed.federation.v1alpha1.SpokeMessage
+	6,  // 27: meshfed.federation.v1alpha1.Federation.Sync:output_type -> meshfed.federation.v1alpha1.HubMessage
+	27, // [27:28] is the sub-list for method output_type
+	26, // [26:27] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_federation_federationpb_federation_proto_init() }
@@ -2116,6 +2198,7 @@ func file_federation_federationpb_federation_proto_init() {
 		(*HubMessage_Welcome)(nil),
 		(*HubMessage_Ack)(nil),
 		(*HubMessage_Nack)(nil),
+		(*HubMessage_Members)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2123,7 +2206,7 @@ func file_federation_federationpb_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_federation_federationpb_federation_proto_rawDesc), len(file_federation_federationpb_federation_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

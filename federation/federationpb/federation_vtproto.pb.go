@@ -196,6 +196,56 @@ func (this *HubMessage_Nack) EqualVT(thatIface isHubMessage_Kind) bool {
 	return true
 }
 
+func (this *HubMessage_Members) EqualVT(thatIface isHubMessage_Kind) bool {
+	that, ok := thatIface.(*HubMessage_Members)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.Members, that.Members; p != q {
+		if p == nil {
+			p = &Members{}
+		}
+		if q == nil {
+			q = &Members{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
+func (this *Members) EqualVT(that *Members) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if len(this.Clusters) != len(that.Clusters) {
+		return false
+	}
+	for i, vx := range this.Clusters {
+		vy := that.Clusters[i]
+		if vx != vy {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Members) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Members)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
 func (this *Hello) EqualVT(that *Hello) bool {
 	if this == that {
 		return true
@@ -216,6 +266,15 @@ func (this *Hello) EqualVT(that *Hello) bool {
 	}
 	if this.Build != that.Build {
 		return false
+	}
+	if len(this.Members) != len(that.Members) {
+		return false
+	}
+	for i, vx := range this.Members {
+		vy := that.Members[i]
+		if vx != vy {
+			return false
+		}
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/meshfed/meshfed/federation"
@@ -45,6 +46,16 @@ type HubObserver interface {
 	Rejected(n *federationpb.Nack)
 }
 
+// Membership is the clusterset's membership as the hub knows it
+// (hub/registry.Registry is one).
+type Membership interface {
+	// WatchMembers returns the members, sorted, and a channel closed when
+	// they next change.
+	WatchMembers() ([]federation.ClusterID, <-chan struct{})
+	// Expect records members a spoke named that the hub has not heard of.
+	Expect(ids []federation.ClusterID) int
+}
+
 // Limits caps each cluster's shard, as the registry does. Zero means no cap.
 type Limits struct {
 	MaxServices, MaxEndpoints, MaxWorkloads int
@@ -61,6 +72,9 @@ type HubConfig struct {
 	// than federation's (a *federation.ValidationError, or one wrapping
 	// federation.ErrOverLimit). NACK_CODE_UNSPECIFIED ends the stream.
 	NackCode func(error) federationpb.NackCode
+	// Members, when set, learns members from each Hello and keeps every
+	// spoke told of the membership (Members messages).
+	Members Membership
 }
 
 // Hub runs the hub's side of every spoke's stream.
@@ -104,6 +118,13 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	if bound != "" && bound != id {
 		return &ClusterMismatchError{Bound: bound, Claimed: id}
 	}
+	if h.cfg.Members != nil && len(hello.GetMembers()) > 0 {
+		ids := make([]federation.ClusterID, 0, len(hello.GetMembers()))
+		for _, m := range hello.GetMembers() {
+			ids = append(ids, federation.ClusterID(m))
+		}
+		h.cfg.Members.Expect(ids)
+	}
 	conn := h.connect(id, hello.GetBuild())
 	defer conn.Close()
 	welcome := h.welcome(conn, id, hello)
@@ -118,10 +139,34 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	defer cancel()
 	s := &hubSession{Hub: h, t: t, conn: conn, id: id, session: hello.GetSession(), obs: obs, a: assembler{limits: h.cfg.Limits}}
 	r := receive(ctx, t.Recv)
+	var sent []federation.ClusterID
+	var membersChanged <-chan struct{}
+	tellMembers := func() error {
+		var members []federation.ClusterID
+		members, membersChanged = h.cfg.Members.WatchMembers()
+		if slices.Equal(members, sent) {
+			return nil
+		}
+		sent = members
+		m := &federationpb.Members{Clusters: make([]string, len(members))}
+		for i, id := range members {
+			m.Clusters[i] = string(id)
+		}
+		return t.Send(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Members{Members: m}})
+	}
+	if h.cfg.Members != nil {
+		if err := tellMembers(); err != nil {
+			return err
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-membersChanged:
+			if err := tellMembers(); err != nil {
+				return err
+			}
 		case <-conn.Superseded():
 			return ErrSuperseded
 		case <-r.done:

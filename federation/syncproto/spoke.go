@@ -5,6 +5,8 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -79,11 +81,36 @@ type SpokeConfig struct {
 	Clock                       clock.WithDelayedExecution
 }
 
+// MaxMembers bounds the membership a spoke keeps and repeats in its
+// Hello.
+const MaxMembers = 1000
+
 // Spoke runs a spoke's sessions, one at a time.
 type Spoke struct {
 	cfg   SpokeConfig
 	shard Shard
 	obs   SpokeObserver
+
+	mu sync.Mutex
+	// members is the clusterset's membership as the last hub told it,
+	// repeated in each Hello.
+	members []string
+}
+
+// Members returns the clusterset's members as the last hub told them.
+func (s *Spoke) Members() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.members)
+}
+
+func (s *Spoke) setMembers(m []string) {
+	if len(m) > MaxMembers {
+		m = m[:MaxMembers]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.members = slices.Clone(m)
 }
 
 // NewSpoke returns a spoke sending shard's updates.
@@ -126,6 +153,7 @@ func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t Spo
 	timer := s.cfg.Clock.AfterFunc(s.cfg.WelcomeTimeout, func() { cancel(ErrWelcomeTimeout) })
 	defer timer.Stop()
 	hello := s.shard.Hello(s.cfg.ClusterID, s.cfg.Build)
+	hello.Members = s.Members()
 	if err := t.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: hello}}); err != nil {
 		return nil, cause(ctx, fmt.Errorf("send hello: %w", err))
 	}
@@ -232,6 +260,8 @@ func (ss *spokeSession) answer(m *federationpb.HubMessage) {
 			ss.retryAfter(ss.nackBackoff)
 			ss.nackBackoff = min(2*ss.nackBackoff, ss.cfg.MaxNackBackoff)
 		}
+	case m.GetMembers() != nil:
+		ss.setMembers(m.GetMembers().GetClusters())
 	}
 	// Other kinds (a second Welcome, kinds of newer hubs) are ignored.
 }

@@ -26,6 +26,7 @@ type Stream interface {
 type Registry interface {
 	Connect(id federation.ClusterID, build string) *registry.Conn
 	Limits() registry.Limits
+	syncproto.Membership
 }
 
 var (
@@ -62,6 +63,7 @@ func NewServer(cfg Config, reg Registry, auth Authenticator, metrics *Metrics, l
 		HubID:           cfg.HubID,
 		Limits:          syncproto.Limits{MaxServices: limits.MaxServices, MaxEndpoints: limits.MaxEndpoints, MaxWorkloads: limits.MaxWorkloads},
 		NackCode:        nackCode,
+		Members:         reg,
 	}, func(id federation.ClusterID, build string) syncproto.Conn { return reg.Connect(id, build) })
 	return &Server{hub: hub, auth: auth, log: log, metrics: metrics, now: time.Now}
 }

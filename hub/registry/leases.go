@@ -113,6 +113,7 @@ func (r *Registry) setStateLocked(s *shard, state federation.ClusterState) {
 // Its status stays, for operators. Callers hold r.mu.
 func (r *Registry) withdrawLocked(s *shard) {
 	r.setStateLocked(s, federation.Withdrawn)
+	r.membersChangedLocked()
 	ch := changeSet{cluster: s.id, clusters: true}
 	for k := range s.services {
 		ch.service(k)
@@ -168,6 +169,7 @@ func (r *Registry) Expect(ids []federation.ClusterID) int {
 	if added > 0 {
 		r.statusChangedLocked()
 		r.wakeLeasesLocked()
+		r.membersChangedLocked()
 	}
 	return added
 }
@@ -177,8 +179,29 @@ func (r *Registry) Expect(ids []federation.ClusterID) int {
 // shard yet. Spokes keep it, so that a restarted hub learns whom to wait
 // for from the first spoke back.
 func (r *Registry) Members() []federation.ClusterID {
+	m, _ := r.WatchMembers()
+	return m
+}
+
+// WatchMembers returns Members and a channel closed when they next change.
+func (r *Registry) WatchMembers() ([]federation.ClusterID, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.membersChanged == nil {
+		r.membersChanged = make(chan struct{})
+	}
+	return r.membersLocked(), r.membersChanged
+}
+
+// membersChangedLocked wakes the membership watchers. Callers hold r.mu.
+func (r *Registry) membersChangedLocked() {
+	if r.membersChanged != nil {
+		close(r.membersChanged)
+		r.membersChanged = nil
+	}
+}
+
+func (r *Registry) membersLocked() []federation.ClusterID {
 	out := make([]federation.ClusterID, 0, len(r.shards))
 	for id, s := range r.shards {
 		if s.status.State != federation.Withdrawn {

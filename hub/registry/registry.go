@@ -70,6 +70,9 @@ type Registry struct {
 	// leaseWake is closed when a stream opens or ends, for RunLeases. It
 	// is made only when RunLeases waits.
 	leaseWake chan struct{}
+	// membersChanged is closed when the membership changes (a cluster
+	// added or withdrawn); made only when someone watches.
+	membersChanged chan struct{}
 
 	current atomic.Pointer[Snapshot]
 }
@@ -272,6 +275,7 @@ func (r *Registry) Connect(id federation.ClusterID, build string) *Conn {
 	if !ok {
 		s = newShard(id)
 		r.shards[id] = s
+		r.membersChangedLocked()
 	}
 	if s.superseded != nil {
 		close(s.superseded)
@@ -289,6 +293,7 @@ func (r *Registry) Connect(id federation.ClusterID, build string) *Conn {
 		// Nothing of it is held: it rejoins with its next full state.
 		r.setStateLocked(s, federation.Live)
 		s.cluster = nil
+		r.membersChangedLocked()
 	}
 	if s.status.StateSince.IsZero() {
 		s.status.StateSince = s.status.ConnectedSince
