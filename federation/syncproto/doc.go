@@ -26,7 +26,8 @@
 // stream or a peer does otherwise:
 //
 //   - The stream breaks (in either direction, at any point): the spoke
-//     reconnects after a jittered backoff and says in Hello what the hub
+//     reconnects (at once after a stream that worked, after a jittered
+//     backoff after failures) and says in Hello what the hub
 //     acknowledged and what it sent. The hub resumes when it holds a
 //     version between the two, and the spoke sends everything changed
 //     since (the update in flight again, unless the hub had applied it);

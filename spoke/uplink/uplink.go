@@ -36,8 +36,17 @@ type Config struct {
 	// MaxMessageBytes bounds the messages this spoke sends, when the hub
 	// announces no lower limit.
 	MaxMessageBytes int
-	// Backoff bounds the wait between reconnects (jittered, doubling).
+	// Backoff bounds the wait between reconnects after failures (dials
+	// that fail, streams the hub never welcomed or dropped soon after its
+	// Welcome): jittered, doubling from MinBackoff up to MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
+	// ReconnectJitter bounds the wait before the first reconnect after a
+	// healthy stream ended (the hub restarted or dropped it): uniform in
+	// [0, ReconnectJitter), so that a fleet of spokes comes back at once
+	// but not in the same millisecond. Zero: min(MinBackoff, 1s), so that
+	// the reconnect never waits longer than a failure's first backoff;
+	// negative: no wait.
+	ReconnectJitter time.Duration
 	// WelcomeTimeout bounds the wait for the hub's answer to Hello.
 	WelcomeTimeout time.Duration
 	// AckTimeout bounds how long the update in flight may make no
@@ -60,6 +69,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = 30 * time.Second
 	}
+	if c.ReconnectJitter == 0 {
+		c.ReconnectJitter = min(c.MinBackoff, time.Second)
+	}
 	if c.WelcomeTimeout == 0 {
 		c.WelcomeTimeout = 15 * time.Second
 	}
@@ -71,6 +83,13 @@ func (c Config) WithDefaults() Config {
 
 // nackBackoff is the first wait before the full state follows a Nack.
 const nackBackoff = time.Second
+
+// healthySession is how long a welcomed stream must have lasted for its
+// end to be followed by an immediate reconnect. A hub that welcomes and
+// then drops streams (two spokes of one cluster superseding each other,
+// a hub failing on the spoke's full state) would otherwise be reconnected
+// to in a loop; such streams back off like failed dials.
+const healthySession = 10 * time.Second
 
 // Status is what the uplink reports about its connection.
 type Status struct {
@@ -133,17 +152,27 @@ func (u *Uplink) Run(ctx context.Context) error {
 	dial := func(ctx context.Context) (syncproto.SpokeTransport, error) { return u.dial(ctx) }
 	backoff := u.cfg.MinBackoff
 	for {
+		start := u.clock.Now()
 		welcomed, err := u.spoke.Session(ctx, dial)
 		u.setStatus(func(s *Status) { s.Connected = false })
 		if ctx.Err() != nil {
 			return nil
 		}
-		if welcomed {
+		var wait time.Duration
+		if welcomed && u.clock.Since(start) >= healthySession {
+			// The hub restarted or dropped a stream that worked: every
+			// spoke of the fleet wants back at once, and the jitter keeps
+			// them from arriving in the same millisecond.
 			backoff = u.cfg.MinBackoff
+			if u.cfg.ReconnectJitter > 0 {
+				wait = time.Duration(u.jitter(int64(u.cfg.ReconnectJitter)))
+			}
+		} else {
+			// Full jitter keeps a fleet of spokes from retrying in lockstep
+			// while the hub is away.
+			wait = time.Duration(u.jitter(int64(backoff))) + u.cfg.MinBackoff/2
+			backoff = min(2*backoff, u.cfg.MaxBackoff)
 		}
-		// Full jitter keeps a fleet of spokes from reconnecting in lockstep
-		// after a hub restart.
-		wait := time.Duration(u.jitter(int64(backoff))) + u.cfg.MinBackoff/2
 		u.log.Warn("hub stream ended; reconnecting", "err", err, "retry_in", wait.Round(time.Millisecond))
 		timer := u.clock.NewTimer(wait)
 		select {
@@ -152,7 +181,6 @@ func (u *Uplink) Run(ctx context.Context) error {
 			return nil
 		case <-timer.C():
 		}
-		backoff = min(2*backoff, u.cfg.MaxBackoff)
 		u.setStatus(func(s *Status) { s.Reconnects++ })
 	}
 }

@@ -143,7 +143,10 @@ func start(t *testing.T, failDials int) *uplinkTest {
 			t.Fatal(err)
 		}
 	})
-	cfg := Config{ClusterID: "east", MinBackoff: time.Second, MaxBackoff: time.Minute, FullAcked: func() { ut.fulls <- struct{}{} }}
+	cfg := Config{
+		ClusterID: "east", MinBackoff: time.Second, MaxBackoff: time.Minute, ReconnectJitter: 300 * time.Millisecond,
+		FullAcked: func() { ut.fulls <- struct{}{} },
+	}
 	ut.u = newUplink(cfg, ut.t, ut.dial.dial, slog.New(slog.DiscardHandler), ut.clock, func(n int64) int64 { return n - 1 })
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -181,11 +184,21 @@ func welcome(t *testing.T, s *memStream, resume bool) {
 	s.answer(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Welcome{Welcome: &federationpb.Welcome{Resume: resume}}})
 }
 
-// TestUplinkBackoff: the wait between reconnects doubles while dials fail
-// and starts over once the hub has welcomed a stream.
+// failNext makes the next n dials fail.
+func (d *dialer) failNext(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fail = n
+}
+
+// jittered is the longest wait after a failure with backoff (the test's
+// jitter is the longest), MinBackoff being 1s.
+func jittered(backoff time.Duration) time.Duration { return backoff - 1 + time.Second/2 }
+
+// TestUplinkBackoff: the wait between reconnects doubles while dials fail,
+// and while streams end soon after the hub welcomed them.
 func TestUplinkBackoff(t *testing.T) {
 	ut := start(t, 3)
-	jittered := func(backoff time.Duration) time.Duration { return backoff - 1 + time.Second/2 }
 	for i, backoff := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 		if got := ut.clock.reconnect(t); got != jittered(backoff) {
 			t.Errorf("wait %d: %v, want %v", i+1, got, jittered(backoff))
@@ -194,12 +207,54 @@ func TestUplinkBackoff(t *testing.T) {
 	s := ut.dial.next(t)
 	welcome(t, s, false)
 	ut.eventually(t, "connected", func(st Status) bool { return st.Connected && st.Reconnects == 3 })
-	s.close() // the stream breaks after the welcome
-	if got := ut.clock.reconnect(t); got != jittered(time.Second) {
-		t.Errorf("wait after a welcomed stream: %v, want %v", got, jittered(time.Second))
+	ut.clock.Step(healthySession - time.Millisecond)
+	s.close() // the hub drops the stream soon after its welcome
+	if got := ut.clock.reconnect(t); got != jittered(8*time.Second) {
+		t.Errorf("wait after a stream dropped soon after its welcome: %v, want the next backoff %v", got, jittered(8*time.Second))
 	}
 	ut.dial.next(t)
 	ut.eventually(t, "a fourth reconnect", func(st Status) bool { return st.Reconnects == 4 && !st.Connected })
+}
+
+// TestUplinkReconnectsAtOnce: when a stream that worked ends (the hub
+// restarted), the spoke reconnects within the reconnect jitter, and only a
+// failure after that backs off, from the start.
+func TestUplinkReconnectsAtOnce(t *testing.T) {
+	ut := start(t, 2)
+	ut.clock.reconnect(t)
+	ut.clock.reconnect(t) // the backoff is at 4s now
+	s := ut.dial.next(t)
+	welcome(t, s, true)
+	ut.eventually(t, "connected", func(st Status) bool { return st.Connected })
+	ut.clock.Step(healthySession)
+	ut.dial.failNext(1)
+	s.close() // the hub went away
+	if got, want := ut.clock.reconnect(t), 300*time.Millisecond-1; got != want {
+		t.Errorf("wait after a healthy stream ended: %v, want the reconnect jitter's longest %v", got, want)
+	}
+	// That dial fails: the hub is not back yet.
+	if got := ut.clock.reconnect(t); got != jittered(time.Second) {
+		t.Errorf("wait after the reconnect failed: %v, want the first backoff %v", got, jittered(time.Second))
+	}
+	welcome(t, ut.dial.next(t), true)
+	ut.eventually(t, "connected again", func(st Status) bool { return st.Connected && st.Reconnects == 4 })
+}
+
+// TestReconnectJitterDefault: the reconnect after a healthy stream never
+// waits longer than a failure's first backoff, nor a second.
+func TestReconnectJitterDefault(t *testing.T) {
+	for _, tc := range []struct{ minBackoff, want time.Duration }{
+		{0, 250 * time.Millisecond},
+		{10 * time.Millisecond, 10 * time.Millisecond},
+		{5 * time.Second, time.Second},
+	} {
+		if got := (Config{MinBackoff: tc.minBackoff}).WithDefaults().ReconnectJitter; got != tc.want {
+			t.Errorf("MinBackoff %v: ReconnectJitter %v, want %v", tc.minBackoff, got, tc.want)
+		}
+	}
+	if got := (Config{ReconnectJitter: -1}).WithDefaults().ReconnectJitter; got != -1 {
+		t.Errorf("a negative ReconnectJitter became %v; it means no wait", got)
+	}
 }
 
 // TestUplinkStatus: what the uplink reports of its streams.
