@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -24,7 +25,14 @@ type entry = translate.Resource
 // set is the resources of one type for one view ("" for resources every
 // proxy shares).
 type set struct {
-	version string // the state-of-the-world version of the whole set
+	// version is the state-of-the-world version of the whole set: sum in
+	// hex, so that every hub replica names equal sets alike and a proxy
+	// moving between replicas never takes a different set for the one it
+	// has (or an equal one for a change).
+	version string
+	// sum is the XOR of a hash of each entry's name and version, kept
+	// as entries change.
+	sum     uint64
 	entries map[string]*entry
 	// rev counts the set's changes, and recent holds the names the latest
 	// ones changed (oldest first), so that a wildcard delta client in sync
@@ -116,11 +124,10 @@ type Cache struct {
 	// viewOf names the EDS view of a request's node; nil means one view.
 	viewOf func(typeURL string, req proto.Message) string
 
-	mu      sync.Mutex
-	sets    map[setKey]*set
-	sotw    map[setKey]*watchers[*sotwWatch]
-	delta   map[setKey]*watchers[*deltaWatch]
-	version uint64
+	mu    sync.Mutex
+	sets  map[setKey]*set
+	sotw  map[setKey]*watchers[*sotwWatch]
+	delta map[setKey]*watchers[*deltaWatch]
 }
 
 var _ cache.Cache = (*Cache)(nil)
@@ -166,13 +173,20 @@ func (c *Cache) Apply(u translate.SetUpdate) bool {
 	}
 	var changed []string
 	for _, e := range upserts {
-		if old, ok := s.entries[e.Name]; !ok || old.Version != e.Version {
-			s.entries[e.Name] = e
-			changed = append(changed, e.Name)
+		old, ok := s.entries[e.Name]
+		if ok && old.Version == e.Version {
+			continue
 		}
+		if ok {
+			s.sum ^= entryHash(old)
+		}
+		s.sum ^= entryHash(e)
+		s.entries[e.Name] = e
+		changed = append(changed, e.Name)
 	}
 	for _, name := range removals {
-		if _, ok := s.entries[name]; ok {
+		if old, ok := s.entries[name]; ok {
+			s.sum ^= entryHash(old)
 			delete(s.entries, name)
 			changed = append(changed, name)
 		}
@@ -181,8 +195,7 @@ func (c *Cache) Apply(u translate.SetUpdate) bool {
 		return false
 	}
 	s.changed(changed)
-	c.version++
-	s.version = strconv.FormatUint(c.version, 10)
+	s.version = strconv.FormatUint(s.sum, 16)
 	// A new set answers every watch that waited for it to be built.
 	c.notifyLocked(k, s, changed, created)
 	return true
@@ -315,6 +328,17 @@ func park[W comparable](c *Cache, index map[setKey]*watchers[W], k setKey, w W, 
 // Fetch implements cache.ConfigFetcher; REST polling is not served.
 func (c *Cache) Fetch(context.Context, *cache.Request) (cache.Response, error) {
 	return nil, errors.New("xDS over REST is not served")
+}
+
+// entryHash hashes a resource's name and version (itself a hash of its
+// encoding) for its set's version.
+// FNV, not a seeded hash: every replica must compute the same sums.
+func entryHash(e *entry) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(e.Name))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(e.Version))
+	return h.Sum64()
 }
 
 // sotwResponse returns the response a state-of-the-world watch needs, or

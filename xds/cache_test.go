@@ -355,3 +355,36 @@ func TestCacheDropForgetsView(t *testing.T) {
 		t.Error("the dropped view's watch index is still there")
 	}
 }
+
+// TestCacheSetVersionIsContent: a set's version depends on its resources
+// only, not on the path that led there, so hub replicas that hold equal
+// sets name them alike and a proxy moving between them is never misled.
+func TestCacheSetVersionIsContent(t *testing.T) {
+	version := func(c *Cache) string {
+		t.Helper()
+		for _, st := range c.Sets() {
+			if st.Type == resourcev3.ClusterType {
+				return st.Version
+			}
+		}
+		t.Fatal("no cluster set")
+		return ""
+	}
+	a, b := NewCache(nil), NewCache(nil)
+	mustUpdate(t, a, map[string]proto.Message{"x": cluster("x", 1), "y": cluster("y", 1)})
+	mustUpdate(t, b, map[string]proto.Message{"y": cluster("y", 2)})
+	mustUpdate(t, b, map[string]proto.Message{"x": cluster("x", 1), "y": cluster("y", 1), "z": cluster("z", 1)})
+	mustUpdate(t, b, nil, "z")
+	if va, vb := version(a), version(b); va != vb {
+		t.Errorf("equal sets, versions %s and %s", va, vb)
+	}
+	before := version(a)
+	mustUpdate(t, a, map[string]proto.Message{"y": cluster("y", 3)})
+	if version(a) == before {
+		t.Error("a changed set kept its version")
+	}
+	mustUpdate(t, a, map[string]proto.Message{"y": cluster("y", 1)})
+	if version(a) != before {
+		t.Error("a set back to an earlier content has another version")
+	}
+}
