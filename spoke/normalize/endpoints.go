@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -21,19 +23,25 @@ import (
 // fungible and kube-proxy ignores them too. Dual-stack services have one
 // slice per family, so a dual-stack pod is two endpoints. FQDN slices and
 // slices an MCS implementation imported from another cluster are skipped.
-func Endpoints(in Inputs, o Options, svc *federationpb.Service) []*federationpb.Endpoint {
+//
+// A slice that cannot be used (an address that is not one, a port out of
+// range, more than [MaxEndpointsPerSlice] endpoints, an endpoint the
+// federation's validation refuses) contributes nothing and is returned as
+// a rejection: the caller may put a last good version of it in its place
+// and call again. Leaving out only its bad endpoint would withdraw a
+// backend of the service with no word.
+func Endpoints(in Inputs, o Options, svc *federationpb.Service) ([]*federationpb.Endpoint, []*Rejection) {
 	if svc == nil {
-		return nil
+		return nil, nil
 	}
 	o = o.WithDefaults()
 	clusterNetwork := ClusterNetwork(in, o)
-
 	eps := slices.Clone(in.EndpointSlices(svc.GetNamespace(), svc.GetName()))
 	// Merging keeps the first value of single-valued fields: make "first"
 	// independent of the order Inputs returned.
 	slices.SortFunc(eps, func(a, b *EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
-
 	byAddress := map[netip.Addr]*federationpb.Endpoint{}
+	var rejected []*Rejection
 	for _, slice := range eps {
 		if slice.AddressType == discoveryv1.AddressTypeFQDN {
 			continue
@@ -41,25 +49,23 @@ func Endpoints(in Inputs, o Options, svc *federationpb.Service) []*federationpb.
 		if c, ok := slice.Labels[LabelSourceCluster]; ok && c != o.ClusterID {
 			continue
 		}
-		ports := endpointPorts(slice.Ports)
-		for i := range slice.Endpoints {
-			e := &slice.Endpoints[i]
-			if e.Address == "" {
-				continue
-			}
-			addr, err := netip.ParseAddr(e.Address)
-			if err != nil || addr.Zone() != "" {
-				continue
-			}
-			ep := endpoint(in, clusterNetwork, svc, slice.Namespace, e, addr, ports)
-			if prev, ok := byAddress[addr]; ok {
-				merge(prev, ep)
+		j := rejecter{kind: KindEndpointSlice, namespace: slice.Namespace, name: slice.Name, service: svc.GetNamespace() + "/" + svc.GetName()}
+		found, rej := sliceEndpoints(in, j, clusterNetwork, svc, slice)
+		if rej == nil {
+			rej = mergeable(j, byAddress, found)
+		}
+		if rej != nil {
+			rejected = append(rejected, rej)
+			continue
+		}
+		for _, f := range found {
+			if prev, ok := byAddress[f.addr]; ok {
+				merge(prev, f.ep)
 			} else {
-				byAddress[addr] = ep
+				byAddress[f.addr] = f.ep
 			}
 		}
 	}
-
 	addrs := make([]netip.Addr, 0, len(byAddress))
 	for addr := range byAddress {
 		addrs = append(addrs, addr)
@@ -71,10 +77,71 @@ func Endpoints(in Inputs, o Options, svc *federationpb.Service) []*federationpb.
 		slices.SortFunc(ep.Ports, compareEndpointPorts)
 		out = append(out, ep)
 	}
-	return out
+	return out, rejected
 }
 
-func endpoint(in Inputs, clusterNetwork string, svc *federationpb.Service, sliceNamespace string, e *SliceEndpoint, addr netip.Addr, ports []*federationpb.EndpointPort) *federationpb.Endpoint {
+// sliceEndpoint is one endpoint of a slice, at index i.
+type sliceEndpoint struct {
+	i    int
+	addr netip.Addr
+	ep   *federationpb.Endpoint
+}
+
+// sliceEndpoints returns the endpoints of one slice, each valid, or the
+// rejection of the slice.
+func sliceEndpoints(in Inputs, j rejecter, clusterNetwork string, svc *federationpb.Service, slice *EndpointSlice) ([]sliceEndpoint, *Rejection) {
+	if n := len(slice.Endpoints); n > MaxEndpointsPerSlice {
+		return nil, j.reject(RejectTooManyEndpoints, "endpoints", strconv.Itoa(n), "%d endpoints is more than %d", n, MaxEndpointsPerSlice)
+	}
+	ports, rej := endpointPorts(j, slice.Ports)
+	if rej != nil {
+		return nil, rej
+	}
+	out := make([]sliceEndpoint, 0, len(slice.Endpoints))
+	for i := range slice.Endpoints {
+		e := &slice.Endpoints[i]
+		f := "endpoints[" + strconv.Itoa(i) + "]"
+		addr, rej := j.address(f+".addresses[0]", e.Address)
+		if rej == nil {
+			rej = j.utf8(f+".hostname", e.Hostname, f+".nodeName", e.Node, f+".zone", e.Zone,
+				f+".targetRef.kind", e.Target.Kind, f+".targetRef.namespace", e.Target.Namespace,
+				f+".targetRef.name", e.Target.Name, f+".targetRef.uid", e.Target.UID)
+		}
+		if rej != nil {
+			return nil, rej
+		}
+		ep := endpoint(in, clusterNetwork, svc, slice.Namespace, e, addr.String(), ports)
+		if err := federation.ValidateEndpoint(ep); err != nil {
+			return nil, j.invalid(f, ep, err)
+		}
+		out = append(out, sliceEndpoint{i, addr, ep})
+	}
+	return out, nil
+}
+
+// mergeable rejects a slice whose endpoints, merged with the copies of
+// the same addresses in the slices before it, would have too many ports.
+func mergeable(j rejecter, byAddress map[netip.Addr]*federationpb.Endpoint, found []sliceEndpoint) *Rejection {
+	for _, f := range found {
+		prev, ok := byAddress[f.addr]
+		if !ok {
+			continue
+		}
+		n := len(prev.Ports)
+		for _, p := range f.ep.Ports {
+			if !slices.ContainsFunc(prev.Ports, func(q *federationpb.EndpointPort) bool { return compareEndpointPorts(p, q) == 0 }) {
+				n++
+			}
+		}
+		if n > federation.MaxPortsPerObject {
+			return j.reject(RejectTooManyPorts, "endpoints["+strconv.Itoa(f.i)+"].addresses[0]", f.ep.GetAddress(),
+				"the address's copies in this and other slices have %d ports together, more than %d", n, federation.MaxPortsPerObject)
+		}
+	}
+	return nil
+}
+
+func endpoint(in Inputs, clusterNetwork string, svc *federationpb.Service, sliceNamespace string, e *SliceEndpoint, addr string, ports []*federationpb.EndpointPort) *federationpb.Endpoint {
 	// Kubernetes defaults: no ready condition means ready, no serving
 	// condition means serving as ready.
 	ready := e.Conditions.Ready == nil || *e.Conditions.Ready
@@ -85,7 +152,7 @@ func endpoint(in Inputs, clusterNetwork string, svc *federationpb.Service, slice
 	ep := &federationpb.Endpoint{
 		Namespace:   svc.GetNamespace(),
 		Service:     svc.GetName(),
-		Address:     addr.String(),
+		Address:     addr,
 		Ports:       clonePorts(ports),
 		Ready:       ready,
 		Serving:     serving,
@@ -138,16 +205,23 @@ func merge(ep, other *federationpb.Endpoint) {
 
 // endpointPorts converts a slice's ports, skipping those without a number
 // (the slice then means "all ports", which a federated service cannot
-// express).
-func endpointPorts(ports []discoveryv1.EndpointPort) []*federationpb.EndpointPort {
+// express). A number out of range rejects the slice.
+func endpointPorts(j rejecter, ports []discoveryv1.EndpointPort) ([]*federationpb.EndpointPort, *Rejection) {
+	if len(ports) > federation.MaxPortsPerObject {
+		return nil, j.reject(RejectTooManyPorts, "ports", strconv.Itoa(len(ports)), "%d ports is more than %d", len(ports), federation.MaxPortsPerObject)
+	}
 	var out []*federationpb.EndpointPort
-	for _, p := range ports {
+	for i, p := range ports {
 		if p.Port == nil {
 			continue
 		}
-		port, ok := portNumber(*p.Port)
-		if !ok {
-			continue
+		f := "ports[" + strconv.Itoa(i) + "]"
+		port, rej := j.port(f+".port", *p.Port)
+		if rej == nil {
+			rej = j.utf8(f+".name", deref(p.Name), f+".appProtocol", deref(p.AppProtocol))
+		}
+		if rej != nil {
+			return nil, rej
 		}
 		out = append(out, &federationpb.EndpointPort{
 			Name:        deref(p.Name),
@@ -156,7 +230,7 @@ func endpointPorts(ports []discoveryv1.EndpointPort) []*federationpb.EndpointPor
 			Port:        port,
 		})
 	}
-	return out
+	return out, nil
 }
 
 // clonePorts gives each endpoint its own port messages, so that no two

@@ -1,6 +1,7 @@
 package normalize_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -179,12 +180,13 @@ func TestEndpoints(t *testing.T) {
 			want: []*pb.Endpoint{pbEndpoint("10.0.0.1", "a"), pbEndpoint("10.0.0.2", "b"), pbEndpoint("fd00::1", "a")},
 		},
 		{
-			name: "ports without number skipped, defaults filled; no target, unknown node uses endpoint zone",
+			name: "ports without number skipped, defaults filled; no target, unknown node uses endpoint zone; a bad slice left out",
 			in: inputs(slice("cart-1", discoveryv1.AddressTypeIPv4,
 				[]discoveryv1.EndpointPort{{Name: ptr.To("all")}, {Port: ptr.To[int32](53), Protocol: ptr.To(corev1.ProtocolUDP)}, {Port: ptr.To[int32](8080)}},
 				discoveryv1.Endpoint{Addresses: []string{"192.168.1.1"}, NodeName: ptr.To("gone"), Zone: ptr.To("z1")},
+			), slice("cart-2", discoveryv1.AddressTypeIPv4, httpPort(8080),
+				discoveryv1.Endpoint{Addresses: []string{"192.168.1.2"}},
 				discoveryv1.Endpoint{Addresses: []string{"not-an-ip"}},
-				discoveryv1.Endpoint{},
 			)),
 			svc: cart,
 			want: []*pb.Endpoint{{
@@ -219,9 +221,16 @@ func TestEndpoints(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := normalize.Endpoints(tt.in, normalize.Options{ClusterID: "east"}, tt.svc)
+			got, rejected := normalize.Endpoints(tt.in, normalize.Options{ClusterID: "east"}, tt.svc)
 			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
 				t.Errorf("Endpoints() mismatch (-want +got):\n%s", diff)
+			}
+			var names []string
+			for _, r := range rejected {
+				names = append(names, r.Name)
+			}
+			if strings.HasSuffix(tt.name, "a bad slice left out") != (len(names) == 1 && names[0] == "cart-2") || len(names) > 1 {
+				t.Errorf("Endpoints() rejected %v", rejected)
 			}
 		})
 	}
@@ -266,12 +275,12 @@ func TestNetwork(t *testing.T) {
 			if got := normalize.ClusterNetwork(in, opts); got != tt.wantCluster {
 				t.Errorf("ClusterNetwork() = %q, want %q", got, tt.wantCluster)
 			}
-			eps := normalize.Endpoints(in, opts, &pb.Service{Namespace: "shop", Name: "cart"})
+			eps, _ := normalize.Endpoints(in, opts, &pb.Service{Namespace: "shop", Name: "cart"})
 			if len(eps) != 1 || eps[0].GetNetwork() != tt.wantOverride {
 				t.Errorf("Endpoints() = %v, want one endpoint on network %q", eps, tt.wantOverride)
 			}
-			if got := normalize.Workload(in, opts, normalize.PodOf(pod)).GetNetwork(); got != tt.wantOverride {
-				t.Errorf("Workload().Network = %q, want %q", got, tt.wantOverride)
+			if w, err := normalize.Workload(in, opts, normalize.PodOf(pod)); err != nil || w.GetNetwork() != tt.wantOverride {
+				t.Errorf("Workload().Network = %q, %v, want %q", w.GetNetwork(), err, tt.wantOverride)
 			}
 		})
 	}
@@ -279,7 +288,7 @@ func TestNetwork(t *testing.T) {
 	t.Run("namespace label applies to an endpoint whose pod is unknown", func(t *testing.T) {
 		in := inputs(namespace("shop", net("ns-net")),
 			slice("cart-1", discoveryv1.AddressTypeIPv4, nil, podEndpoint("10.0.0.1", "unknown")))
-		eps := normalize.Endpoints(in, normalize.Options{Network: "flag-net"}, &pb.Service{Namespace: "shop", Name: "cart"})
+		eps, _ := normalize.Endpoints(in, normalize.Options{Network: "flag-net"}, &pb.Service{Namespace: "shop", Name: "cart"})
 		if len(eps) != 1 || eps[0].GetNetwork() != "ns-net" {
 			t.Errorf("Endpoints() = %v, want one endpoint on network ns-net", eps)
 		}

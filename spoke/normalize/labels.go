@@ -50,6 +50,10 @@ const (
 const (
 	ReasonNoService          = string(mcsv1beta1.ServiceExportReasonNoService)
 	ReasonInvalidServiceType = string(mcsv1beta1.ServiceExportReasonInvalidServiceType)
+	// ReasonRejected: the Service, or one of its EndpointSlices, was
+	// rejected (see [Rejection]). The kube source also gives it to the
+	// Kubernetes Events it records on rejected objects.
+	ReasonRejected = "MeshfedRejected"
 )
 
 // AnnotationAmbientRedirection marks a pod enrolled in Istio's ambient

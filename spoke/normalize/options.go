@@ -2,7 +2,6 @@ package normalize
 
 import (
 	"fmt"
-	"net/netip"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,16 +123,6 @@ func timestamp(t metav1.Time) *timestamppb.Timestamp {
 		return nil
 	}
 	return timestamppb.New(t.Time)
-}
-
-// canonicalIP returns the canonical text of an IP address, so that the same
-// address written differently is one endpoint, and false for anything else.
-func canonicalIP(s string) (string, bool) {
-	addr, err := netip.ParseAddr(s)
-	if err != nil || addr.Zone() != "" {
-		return "", false
-	}
-	return addr.String(), true
 }
 
 func deref[T any](p *T) T {

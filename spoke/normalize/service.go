@@ -8,12 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
 // ExportStatus says whether a service is exported and, when it was meant to
 // be but cannot be, why: Reason is a reason of the MCS ServiceExport Valid
-// condition ([ReasonNoService], [ReasonInvalidServiceType]) and Message a
+// condition ([ReasonNoService], [ReasonInvalidServiceType], [ReasonRejected]) and Message a
 // sentence for humans. Both are empty for a service nobody asked to export.
 type ExportStatus struct {
 	Exported bool
@@ -27,7 +28,12 @@ type ExportStatus struct {
 // A ServiceExport exports a service whatever the policy, and its creation
 // time is the export time (MCS: the oldest export wins a conflict). A
 // label or the [ExportAll] policy exports it since the Service's creation.
-func Service(in Inputs, o Options, namespace, name string) (*federationpb.Service, ExportStatus) {
+//
+// An exported Service that cannot be federated as it is (a port out of
+// range, an address that is not one, what the federation's validation
+// refuses) is rejected: the error is a [*Rejection] and the status says
+// [ReasonRejected]. Nothing of such a Service is left out quietly.
+func Service(in Inputs, o Options, namespace, name string) (*federationpb.Service, ExportStatus, error) {
 	o = o.WithDefaults()
 	svc, hasService := in.Service(namespace, name)
 	se, hasExport := in.ServiceExport(namespace, name)
@@ -42,7 +48,7 @@ func Service(in Inputs, o Options, namespace, name string) (*federationpb.Servic
 			Time:   timestamp(se.CreationTimestamp),
 		}
 	case !hasService:
-		return nil, ExportStatus{}
+		return nil, ExportStatus{}, nil
 	case svc.Labels[LabelExport] == "true":
 		export = &federationpb.Export{
 			Source: federationpb.ExportSource_EXPORT_SOURCE_LABEL,
@@ -54,34 +60,53 @@ func Service(in Inputs, o Options, namespace, name string) (*federationpb.Servic
 			Time:   timestamp(svc.CreationTimestamp),
 		}
 	default:
-		return nil, ExportStatus{}
+		return nil, ExportStatus{}, nil
 	}
 
 	if !hasService {
 		return nil, ExportStatus{
 			Reason:  ReasonNoService,
 			Message: fmt.Sprintf("service %s/%s does not exist", namespace, name),
-		}
+		}, nil
 	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		if export.Source == federationpb.ExportSource_EXPORT_SOURCE_ALL {
-			return nil, ExportStatus{} // "all" means all that can be exported
+			return nil, ExportStatus{}, nil // "all" means all that can be exported
 		}
 		return nil, ExportStatus{
 			Reason:  ReasonInvalidServiceType,
 			Message: fmt.Sprintf("service %s/%s is of type ExternalName, which cannot be exported", namespace, name),
-		}
+		}, nil
 	}
 
-	return &federationpb.Service{
-		Namespace:  namespace,
-		Name:       name,
-		Hostname:   name + "." + namespace + ".svc." + o.DomainSuffix,
-		Ports:      servicePorts(svc.Spec.Ports),
-		Type:       serviceType(svc),
-		ClusterIps: clusterIPs(svc),
-		Export:     export,
-	}, ExportStatus{Exported: true}
+	j := rejecter{kind: KindService, namespace: namespace, name: name, service: namespace + "/" + name}
+	ports, rej := servicePorts(j, svc.Spec.Ports)
+	var ips []string
+	if rej == nil {
+		ips, rej = clusterIPs(j, svc)
+	}
+	var out *federationpb.Service
+	if rej == nil {
+		out = &federationpb.Service{
+			Namespace:  namespace,
+			Name:       name,
+			Hostname:   name + "." + namespace + ".svc." + o.DomainSuffix,
+			Ports:      ports,
+			Type:       serviceType(svc),
+			ClusterIps: ips,
+			Export:     export,
+		}
+		if err := federation.ValidateService(out); err != nil {
+			rej = j.invalid("", out, err)
+			if strings.HasPrefix(rej.Field, "ports[") || strings.HasPrefix(rej.Field, "clusterIPs[") {
+				rej.Field = "spec." + rej.Field // the same indices as the Service's
+			}
+		}
+	}
+	if rej != nil {
+		return nil, ExportStatus{Reason: ReasonRejected, Message: rej.Error()}, rej
+	}
+	return out, ExportStatus{Exported: true}, nil
 }
 
 // isClusterPlumbing reports the services [ExportAll] leaves alone.
@@ -102,28 +127,48 @@ func serviceType(svc *corev1.Service) federationpb.ServiceType {
 	}
 }
 
-func clusterIPs(svc *corev1.Service) []string {
-	ips := svc.Spec.ClusterIPs
+// clusterIPs returns the Service's cluster IPs in canonical form (none for
+// a headless Service).
+func clusterIPs(j rejecter, svc *corev1.Service) ([]string, *Rejection) {
+	field, ips := "spec.clusterIPs", svc.Spec.ClusterIPs
 	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-		ips = []string{svc.Spec.ClusterIP}
+		field, ips = "spec.clusterIP", []string{svc.Spec.ClusterIP}
 	}
 	var out []string
-	for _, ip := range ips {
-		if ip, ok := canonicalIP(ip); ok {
-			out = append(out, ip)
+	for i, ip := range ips {
+		if ip == corev1.ClusterIPNone {
+			continue
 		}
+		f := field
+		if field == "spec.clusterIPs" {
+			f = field + "[" + strconv.Itoa(i) + "]"
+		}
+		addr, rej := j.address(f, ip)
+		if rej != nil {
+			return nil, rej
+		}
+		out = append(out, addr.String())
 	}
-	return out
+	return out, nil
 }
 
-// servicePorts converts ports, dropping those with a number out of range
-// (the hub would reject the whole shard for one of them).
-func servicePorts(ports []corev1.ServicePort) []*federationpb.ServicePort {
+// servicePorts converts ports. One port out of range rejects the Service:
+// without it, the Service would be federated with a port less, and the
+// clients of that port would lose it with no word.
+func servicePorts(j rejecter, ports []corev1.ServicePort) ([]*federationpb.ServicePort, *Rejection) {
+	if len(ports) > federation.MaxPortsPerObject {
+		return nil, j.reject(RejectTooManyPorts, "spec.ports", strconv.Itoa(len(ports)),
+			"%d ports is more than %d", len(ports), federation.MaxPortsPerObject)
+	}
 	var out []*federationpb.ServicePort
-	for _, p := range ports {
-		port, ok := portNumber(p.Port)
-		if !ok {
-			continue
+	for i, p := range ports {
+		f := "spec.ports[" + strconv.Itoa(i) + "]"
+		port, rej := j.port(f+".port", p.Port)
+		if rej == nil {
+			rej = j.utf8(f+".name", p.Name, f+".appProtocol", deref(p.AppProtocol))
+		}
+		if rej != nil {
+			return nil, rej
 		}
 		sp := &federationpb.ServicePort{
 			Name:        p.Name,
@@ -131,30 +176,33 @@ func servicePorts(ports []corev1.ServicePort) []*federationpb.ServicePort {
 			AppProtocol: deref(p.AppProtocol),
 			Port:        port,
 		}
-		sp.TargetPort, sp.TargetPortName = targetPort(p.TargetPort, port)
+		if sp.TargetPort, sp.TargetPortName, rej = targetPort(j, f+".targetPort", p.TargetPort, port); rej != nil {
+			return nil, rej
+		}
 		out = append(out, sp)
 	}
-	return out
+	return out, nil
 }
 
 // targetPort returns a port's numeric or named target. An unset target is
 // the port itself: the API server defaults it so, but manifests read from
 // files were never defaulted. A quoted number ("8080") is a number.
-func targetPort(tp intstr.IntOrString, port uint32) (uint32, string) {
+func targetPort(j rejecter, field string, tp intstr.IntOrString, port uint32) (uint32, string, *Rejection) {
 	if tp.Type == intstr.String {
 		if tp.StrVal == "" {
-			return port, ""
+			return port, "", nil
 		}
 		n, err := strconv.ParseInt(tp.StrVal, 10, 32)
 		if err != nil {
-			return 0, tp.StrVal
+			return 0, tp.StrVal, j.utf8(field, tp.StrVal)
 		}
 		tp = intstr.FromInt32(int32(n))
 	}
-	if n, ok := portNumber(tp.IntVal); ok {
-		return n, ""
+	if tp.IntVal == 0 {
+		return port, "", nil
 	}
-	return port, ""
+	n, rej := j.port(field, tp.IntVal)
+	return n, "", rej
 }
 
 func portNumber(p int32) (uint32, bool) {

@@ -241,14 +241,13 @@ func TestService(t *testing.T) {
 			wantStatus: normalize.ExportStatus{Exported: true},
 		},
 		{
-			name: "ports: named, numeric, quoted numeric, unset targets, defaults, out of range",
+			name: "ports: named, numeric, quoted numeric, unset targets, defaults",
 			in: inputs(serviceExport("shop", "cart"), service("shop", "cart", func(s *corev1.Service) {
 				s.Spec.Ports = []corev1.ServicePort{
 					{Name: "http", Port: 80, TargetPort: intstr.FromString("web"), AppProtocol: ptr.To("http")},
 					{Name: "grpc", Protocol: corev1.ProtocolUDP, Port: 9090, TargetPort: intstr.FromInt32(9091)},
 					{Name: "quoted", Protocol: corev1.ProtocolSCTP, Port: 7000, TargetPort: intstr.FromString("7001")},
-					{Port: 443},
-					{Name: "bad", Port: 70000},
+					{Name: "https", Port: 443},
 				}
 			})),
 			ns:  "shop",
@@ -258,7 +257,7 @@ func TestService(t *testing.T) {
 					{Name: "http", Protocol: pb.Protocol_PROTOCOL_TCP, AppProtocol: "http", Port: 80, TargetPortName: "web"},
 					{Name: "grpc", Protocol: pb.Protocol_PROTOCOL_UDP, Port: 9090, TargetPort: 9091},
 					{Name: "quoted", Protocol: pb.Protocol_PROTOCOL_SCTP, Port: 7000, TargetPort: 7001},
-					{Protocol: pb.Protocol_PROTOCOL_TCP, Port: 443, TargetPort: 443},
+					{Name: "https", Protocol: pb.Protocol_PROTOCOL_TCP, Port: 443, TargetPort: 443},
 				}
 			}),
 			wantStatus: normalize.ExportStatus{Exported: true},
@@ -281,7 +280,10 @@ func TestService(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, status := normalize.Service(tt.in, tt.opts, tt.ns, tt.svc)
+			got, status, err := normalize.Service(tt.in, tt.opts, tt.ns, tt.svc)
+			if err != nil {
+				t.Fatalf("Service() error: %v", err)
+			}
 			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
 				t.Errorf("Service() mismatch (-want +got):\n%s", diff)
 			}

@@ -3,11 +3,13 @@ package normalize
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -18,19 +20,24 @@ import (
 // A pod without a uid (one read from a manifest file) gets
 // "<cluster>//Pod/<namespace>/<name>", the form Istio gives workload uids,
 // so that workload keys stay unique and stable.
-func Workload(in Inputs, o Options, pod *Pod) *federationpb.Workload {
-	if pod == nil || pod.HostNetwork || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
-		return nil
+//
+// A pod whose workload cannot be federated (an address that is not a
+// unicast IP address, what the federation's validation refuses) is
+// rejected: the error is a [*Rejection].
+func Workload(in Inputs, o Options, pod *Pod) (*federationpb.Workload, error) {
+	if pod == nil || pod.HostNetwork || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed || len(pod.IPs) == 0 {
+		return nil, nil
 	}
-	ips := podIPs(pod)
-	if len(ips) == 0 {
-		return nil
+	j := rejecter{kind: KindPod, namespace: pod.Namespace, name: pod.Name}
+	ips, rej := podIPs(j, pod)
+	if rej != nil {
+		return nil, rej
 	}
 	o = o.WithDefaults()
 	labels := pod.Labels
 	app := cmp.Or(labels[LabelAppName], labels[LabelApp])
 	version := cmp.Or(labels[LabelAppVersion], labels[LabelVersion])
-	return &federationpb.Workload{
+	w := &federationpb.Workload{
 		Uid:               cmp.Or(string(pod.UID), o.ClusterID+"//Pod/"+pod.Namespace+"/"+pod.Name),
 		Namespace:         pod.Namespace,
 		Name:              pod.Name,
@@ -46,17 +53,25 @@ func Workload(in Inputs, o Options, pod *Pod) *federationpb.Workload {
 		Ready:             pod.Ready,
 		Ambient:           pod.Annotations[AnnotationAmbientRedirection] == "enabled",
 	}
+	if err := federation.ValidateWorkload(w); err != nil {
+		return nil, j.invalid("", w, err)
+	}
+	return w, nil
 }
 
 // podIPs returns the pod's addresses in canonical form, without duplicates.
-func podIPs(pod *Pod) []string {
+func podIPs(j rejecter, pod *Pod) ([]string, *Rejection) {
 	var ips []string
-	for _, s := range pod.IPs {
-		if ip, ok := canonicalIP(s); ok && !slices.Contains(ips, ip) {
+	for i, s := range pod.IPs {
+		addr, rej := j.address("status.podIPs["+strconv.Itoa(i)+"]", s)
+		if rej != nil {
+			return nil, rej
+		}
+		if ip := addr.String(); !slices.Contains(ips, ip) {
 			ips = append(ips, ip)
 		}
 	}
-	return ips
+	return ips, nil
 }
 
 // workloadName names the workload a pod belongs to when no label does, as

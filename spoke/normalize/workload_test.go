@@ -122,7 +122,10 @@ func TestWorkload(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := normalize.Workload(inputs(nodeA), normalize.Options{ClusterID: "east"}, normalize.PodOf(tt.pod))
+			got, err := normalize.Workload(inputs(nodeA), normalize.Options{ClusterID: "east"}, normalize.PodOf(tt.pod))
+			if err != nil {
+				t.Fatalf("Workload() error: %v", err)
+			}
 			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
 				t.Errorf("Workload() mismatch (-want +got):\n%s", diff)
 			}

@@ -205,14 +205,14 @@ func (w Writer) SetCluster(c *federationpb.Cluster) {
 // Cluster returns the cluster's facts.
 func (w Writer) Cluster() *federationpb.Cluster { return w.t.cluster }
 
-// PutService adds or replaces a service. It returns an error, and keeps
-// the service out of the shard, when the service cannot be encoded.
+// PutService adds or replaces a service. It returns an error when the
+// service cannot be encoded, and the shard keeps the version it had, if
+// any: a bad version must not withdraw a good one.
 func (w Writer) PutService(s *federationpb.Service) error {
 	k := federation.KeyOfService(s)
 	prev, had := w.t.services[k]
 	h, err := w.diff(objKey{kindService, k}, fieldServices, s, prev, had)
 	if err != nil {
-		w.DeleteService(k)
 		return fmt.Errorf("service %s: %w", k, err)
 	}
 	w.t.services[k] = h
@@ -229,7 +229,8 @@ func (w Writer) DeleteService(key string) {
 }
 
 // SetEndpoints replaces the endpoints of one service. Endpoints that
-// cannot be encoded are left out, and returned as an error.
+// cannot be encoded are returned as an error, and the shard keeps the
+// versions it had of them, if any.
 func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) error {
 	old := w.t.endpoints[serviceKey]
 	next := make(map[string]uint64, len(eps))
@@ -240,6 +241,9 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) er
 		h, err := w.diff(objKey{kindEndpoint, k}, fieldEndpoints, e, prev, had)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("endpoint %s: %w", k, err))
+			if had {
+				next[k] = prev
+			}
 			continue
 		}
 		next[k] = h
@@ -258,14 +262,14 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) er
 	return errors.Join(errs...)
 }
 
-// PutWorkload adds or replaces a workload. It returns an error, and keeps
-// the workload out of the shard, when the workload cannot be encoded.
+// PutWorkload adds or replaces a workload. It returns an error when the
+// workload cannot be encoded, and the shard keeps the version it had, if
+// any.
 func (w Writer) PutWorkload(wl *federationpb.Workload) error {
 	k := federation.KeyOfWorkload(wl)
 	prev, had := w.t.workloads[k]
 	h, err := w.diff(objKey{kindWorkload, k}, fieldWorkloads, wl, prev, had)
 	if err != nil {
-		w.DeleteWorkload(k)
 		return fmt.Errorf("workload %s: %w", k, err)
 	}
 	w.t.workloads[k] = h

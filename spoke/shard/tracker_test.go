@@ -255,7 +255,9 @@ func TestTrackerChunks(t *testing.T) {
 }
 
 // TestTrackerRejectsUnencodable: an object proto cannot encode is kept
-// out, with an error naming it, and the rest of the shard is unaffected.
+// out, with an error naming it, and the rest of the shard is unaffected;
+// a version that cannot be encoded of an object the shard holds leaves the
+// one it holds.
 func TestTrackerRejectsUnencodable(t *testing.T) {
 	tr := started(t)
 	tr.Acked(1)
@@ -277,6 +279,30 @@ func TestTrackerRejectsUnencodable(t *testing.T) {
 	}
 	if _, e, w := tr.Counts(); e != 2 || w != 0 {
 		t.Errorf("%d endpoints and %d workloads, want 2 and 0", e, w)
+	}
+
+	tr.Update(time.Now(), true, func(w Writer) { must(t, w.PutWorkload(&federationpb.Workload{Uid: "u2", Name: "good"})) })
+	u := next(t, tr, "n3")
+	if u == nil {
+		t.Fatal("the good workload was not sent")
+	}
+	tr.Acked(u.GetVersion())
+	var errService error
+	tr.Update(time.Now(), true, func(w Writer) {
+		badCopy := ep("10.0.0.1")
+		badCopy.Hostname = "\xff"
+		errEndpoints = w.SetEndpoints("demo/echo", []*federationpb.Endpoint{badCopy, ep("10.0.0.2")})
+		errWorkload = w.PutWorkload(&federationpb.Workload{Uid: "u2", Name: "\xff"})
+		errService = w.PutService(&federationpb.Service{Namespace: "demo", Name: "echo", Hostname: "\xff"})
+	})
+	if errEndpoints == nil || errWorkload == nil || errService == nil {
+		t.Errorf("errors %v, %v, %v; want three", errEndpoints, errWorkload, errService)
+	}
+	if u := next(t, tr, "n4"); u != nil {
+		t.Errorf("sent %v, want nothing: the good versions stay", u)
+	}
+	if s, e, w := tr.Counts(); s != 1 || e != 2 || w != 1 {
+		t.Errorf("%d services, %d endpoints and %d workloads, want 1, 2 and 1", s, e, w)
 	}
 }
 

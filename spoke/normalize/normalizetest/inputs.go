@@ -16,7 +16,8 @@ import (
 )
 
 // Inputs is a map-backed normalize.Inputs. Tests may change the objects
-// it holds in place; Delete removes one.
+// it holds in place, unless the code under test keeps them (see Put);
+// Delete removes one.
 type Inputs struct {
 	services   map[string]*corev1.Service
 	exports    map[string]*mcsv1beta1.ServiceExport
@@ -44,6 +45,22 @@ func NewInputs(objs ...metav1.Object) *Inputs {
 		slices:     map[string][]*discoveryv1.EndpointSlice{},
 		sliceInfos: map[string][]*normalize.EndpointSlice{},
 	}
+	in.add(objs...)
+	return in
+}
+
+// Put adds objs, replacing the objects of the same kind and name. Code that
+// keeps an object it was given (a shard builder keeps the last good
+// version of each) sees a change only this way, as it would with a
+// source: sources replace objects, they do not change them.
+func (in *Inputs) Put(objs ...metav1.Object) {
+	for _, o := range objs {
+		in.Delete(o)
+	}
+	in.add(objs...)
+}
+
+func (in *Inputs) add(objs ...metav1.Object) {
 	for _, o := range objs {
 		k := o.GetNamespace() + "/" + o.GetName()
 		switch o := o.(type) {
@@ -69,7 +86,6 @@ func NewInputs(objs ...metav1.Object) *Inputs {
 			panic("unexpected object type")
 		}
 	}
-	return in
 }
 
 // Service implements normalize.Inputs.

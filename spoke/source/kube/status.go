@@ -95,7 +95,7 @@ func (w *statusWriter) sync(ctx context.Context, key string) (bool, error) {
 	if !ok || se.DeletionTimestamp != nil {
 		return false, nil
 	}
-	_, status := normalize.Service(w.in, w.opts, se.Namespace, se.Name)
+	_, status, _ := normalize.Service(w.in, w.opts, se.Namespace, se.Name)
 	want, ok := validCondition(status, se.Generation, w.clock.Now())
 	if !ok {
 		return false, nil

@@ -99,7 +99,7 @@ func TestServiceExportStatusNotRewritten(t *testing.T) {
 	in := betaInputs(objs)
 	for _, o := range objs {
 		if se, ok := o.(*mcsv1alpha1.ServiceExport); ok {
-			_, st := normalize.Service(in, testOptions, se.Namespace, se.Name)
+			_, st, _ := normalize.Service(in, testOptions, se.Namespace, se.Name)
 			c, _ := validCondition(st, se.Generation, created.Time)
 			se.Status.Conditions = append(se.Status.Conditions, c)
 		}

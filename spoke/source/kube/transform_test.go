@@ -84,13 +84,18 @@ func TestTransformKeepsWhatNormalizeReads(t *testing.T) {
 	// Pods behind no exported service, and the export decisions.
 	for _, p := range before.Pods("") {
 		pa, _ := after.Pod(p.Namespace, p.Name)
-		if diff := cmp.Diff(normalize.Workload(before, testOptions, normalize.PodOf(p)), normalize.Workload(after, testOptions, pa), protocmp.Transform()); diff != "" {
+		want, wantErr := normalize.Workload(before, testOptions, normalize.PodOf(p))
+		got, gotErr := normalize.Workload(after, testOptions, pa)
+		if wantErr != nil || gotErr != nil {
+			t.Errorf("workload of pod %s/%s: errors %v, %v", p.Namespace, p.Name, wantErr, gotErr)
+		}
+		if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 			t.Errorf("workload of pod %s/%s (-want +got):\n%s", p.Namespace, p.Name, diff)
 		}
 	}
 	for _, name := range []string{"echo", "db", "ext", "ghost"} {
-		_, want := normalize.Service(before, testOptions, "demo", name)
-		_, got := normalize.Service(after, testOptions, "demo", name)
+		_, want, _ := normalize.Service(before, testOptions, "demo", name)
+		_, got, _ := normalize.Service(after, testOptions, "demo", name)
 		if want != got {
 			t.Errorf("export status of demo/%s = %+v, want %+v", name, got, want)
 		}
