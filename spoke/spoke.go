@@ -98,7 +98,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		cfg:     cfg,
 		log:     log,
 		conn:    conn,
-		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder")),
+		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), shard.WithMetrics(metrics)),
 		source:  src,
 		metrics: metrics,
 		uplink: uplink.New(uplink.Config{
