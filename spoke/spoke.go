@@ -47,8 +47,9 @@ type source interface {
 }
 
 var (
-	_ source = (*file.Source)(nil)
-	_ source = (*kube.Source)(nil)
+	_ source         = (*file.Source)(nil)
+	_ source         = (*kube.Source)(nil)
+	_ shard.Reporter = (*kube.Source)(nil)
 )
 
 // New builds a spoke from cfg. It does not connect yet.
@@ -98,7 +99,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		cfg:     cfg,
 		log:     log,
 		conn:    conn,
-		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), shard.WithMetrics(metrics)),
+		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), builderOptions(src, metrics)...),
 		source:  src,
 		metrics: metrics,
 		uplink: uplink.New(uplink.Config{
@@ -106,6 +107,17 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 			FullAcked: func() { releaseMemory(log) },
 		}, t, dial, log.With("component", "uplink")),
 	}, nil
+}
+
+// builderOptions has the builder record its metrics in metrics and report
+// rejected objects to the source, when the source records them (the kube
+// source does, as Events and ServiceExport conditions).
+func builderOptions(src source, metrics prometheus.Registerer) []shard.BuilderOption {
+	opts := []shard.BuilderOption{shard.WithMetrics(metrics)}
+	if r, ok := src.(shard.Reporter); ok {
+		opts = append(opts, shard.WithReporter(r))
+	}
+	return opts
 }
 
 // releaseMemory returns the heap's free memory to the operating system.

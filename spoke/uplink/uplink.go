@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -93,11 +94,30 @@ const healthySession = 10 * time.Second
 
 // Status is what the uplink reports about its connection.
 type Status struct {
-	Connected      bool
-	Resumed        bool
-	Reconnects     int
+	// Connected: the hub welcomed the current stream.
+	Connected bool
+	// Resumed: the hub resumed the session of the last stream it
+	// welcomed, rather than asking for the full state.
+	Resumed bool
+	// Sessions counts the streams the hub welcomed, Resumes those of them
+	// it resumed.
+	Sessions, Resumes int
+	// Reconnects counts the waits before a new stream.
+	Reconnects int
+	// Acks and Nacks count the hub's answers to updates in flight.
+	Acks, Nacks int
+	// LastAck is when the hub last acknowledged an update, by the
+	// uplink's clock; AckedVersion is the version it acknowledged.
+	LastAck      time.Time
+	AckedVersion uint64
+	// LastNackReason is the reason of the hub's last Nack.
 	LastNackReason string
-	BytesSent      int64
+	// BytesSent counts the encoded bytes of every update sent.
+	BytesSent int64
+	// LastFullBytes and LastFullChunks are the size of the last full
+	// state sent: the spoke's largest message burst.
+	LastFullBytes  int64
+	LastFullChunks int
 }
 
 // Uplink streams a shard to the hub.
@@ -108,6 +128,9 @@ type Uplink struct {
 	clock  clock.WithDelayedExecution
 	jitter func(n int64) int64 // in [0, n)
 	spoke  *syncproto.Spoke
+	// updateBytes is the histogram of the updates' sizes, by kind (its
+	// observations are not in the Status).
+	updateBytes *prometheus.HistogramVec
 
 	mu     sync.Mutex
 	status Status
@@ -120,7 +143,7 @@ func New(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger) *Upli
 }
 
 func newUplink(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger, clk clock.WithDelayedExecution, jitter func(int64) int64) *Uplink {
-	u := &Uplink{cfg: cfg.WithDefaults(), dial: dial, log: log, clock: clk, jitter: jitter}
+	u := &Uplink{cfg: cfg.WithDefaults(), dial: dial, log: log, clock: clk, jitter: jitter, updateBytes: newUpdateBytes()}
 	u.spoke = syncproto.NewSpoke(syncproto.SpokeConfig{
 		ClusterID:       u.cfg.ClusterID,
 		Build:           u.cfg.Build,
@@ -148,9 +171,16 @@ func (u *Uplink) setStatus(fn func(*Status)) {
 }
 
 // Run keeps a stream to the hub until ctx ends; it returns nil then.
+//
+// It keeps two backoffs. One is for failing to get a stream welcomed
+// (dials, no Welcome), and the hub's Welcome resets it: a spoke that
+// waited out a long outage does not keep that outage's backoff when the
+// hub goes away again. The other is for streams the hub drops soon after
+// welcoming them, and only a healthy stream resets it, so that a hub that
+// welcomes and drops in a loop is not reconnected to in a loop.
 func (u *Uplink) Run(ctx context.Context) error {
 	dial := func(ctx context.Context) (syncproto.SpokeTransport, error) { return u.dial(ctx) }
-	backoff := u.cfg.MinBackoff
+	failures, drops := u.cfg.MinBackoff, u.cfg.MinBackoff
 	for {
 		start := u.clock.Now()
 		welcomed, err := u.spoke.Session(ctx, dial)
@@ -159,19 +189,20 @@ func (u *Uplink) Run(ctx context.Context) error {
 			return nil
 		}
 		var wait time.Duration
-		if welcomed && u.clock.Since(start) >= healthySession {
+		switch {
+		case !welcomed:
+			wait = u.backoff(&failures)
+		case u.clock.Since(start) < healthySession:
+			failures = u.cfg.MinBackoff
+			wait = u.backoff(&drops)
+		default:
 			// The hub restarted or dropped a stream that worked: every
 			// spoke of the fleet wants back at once, and the jitter keeps
 			// them from arriving in the same millisecond.
-			backoff = u.cfg.MinBackoff
+			failures, drops = u.cfg.MinBackoff, u.cfg.MinBackoff
 			if u.cfg.ReconnectJitter > 0 {
 				wait = time.Duration(u.jitter(int64(u.cfg.ReconnectJitter)))
 			}
-		} else {
-			// Full jitter keeps a fleet of spokes from retrying in lockstep
-			// while the hub is away.
-			wait = time.Duration(u.jitter(int64(backoff))) + u.cfg.MinBackoff/2
-			backoff = min(2*backoff, u.cfg.MaxBackoff)
 		}
 		u.log.Warn("hub stream ended; reconnecting", "err", err, "retry_in", wait.Round(time.Millisecond))
 		timer := u.clock.NewTimer(wait)
@@ -185,6 +216,15 @@ func (u *Uplink) Run(ctx context.Context) error {
 	}
 }
 
+// backoff returns the wait after a failure with backoff b and doubles b.
+// Full jitter keeps a fleet of spokes from retrying in lockstep while the
+// hub is away.
+func (u *Uplink) backoff(b *time.Duration) time.Duration {
+	wait := time.Duration(u.jitter(int64(*b))) + u.cfg.MinBackoff/2
+	*b = min(2**b, u.cfg.MaxBackoff)
+	return wait
+}
+
 // observer keeps the uplink's status and logs from what its sessions do.
 type observer struct{ u *Uplink }
 
@@ -192,20 +232,32 @@ var _ syncproto.SpokeObserver = observer{}
 
 // Welcomed implements syncproto.SpokeObserver.
 func (o observer) Welcomed(w *federationpb.Welcome) {
-	o.u.setStatus(func(s *Status) { s.Connected, s.Resumed = true, w.GetResume() })
+	o.u.setStatus(func(s *Status) {
+		s.Connected, s.Resumed = true, w.GetResume()
+		s.Sessions++
+		if w.GetResume() {
+			s.Resumes++
+		}
+	})
 	o.u.log.Info("connected to hub", "hub", w.GetHubId(), "resume", w.GetResume(), "version", w.GetVersion())
 }
 
 // Sent implements syncproto.SpokeObserver.
 func (o observer) Sent(upd syncproto.Update, bytes int) {
-	o.u.mu.Lock()
-	o.u.status.BytesSent += int64(bytes)
-	o.u.mu.Unlock()
+	o.u.setStatus(func(s *Status) {
+		s.BytesSent += int64(bytes)
+		if upd.Full() {
+			s.LastFullBytes, s.LastFullChunks = int64(bytes), upd.Len()
+		}
+	})
+	o.u.updateBytes.WithLabelValues(updateKind(upd.Full())).Observe(float64(bytes))
 	o.u.log.Debug("update sent", "version", upd.Version(), "full", upd.Full(), "chunks", upd.Len(), "bytes", bytes)
 }
 
 // Acked implements syncproto.SpokeObserver.
-func (o observer) Acked(_ uint64, full bool) {
+func (o observer) Acked(version uint64, full bool) {
+	now := o.u.clock.Now()
+	o.u.setStatus(func(s *Status) { s.Acks, s.LastAck, s.AckedVersion = s.Acks+1, now, version })
 	if full && o.u.cfg.FullAcked != nil {
 		o.u.cfg.FullAcked()
 	}
@@ -213,7 +265,7 @@ func (o observer) Acked(_ uint64, full bool) {
 
 // Nacked implements syncproto.SpokeObserver.
 func (o observer) Nacked(n *federationpb.Nack) {
-	o.u.setStatus(func(s *Status) { s.LastNackReason = n.GetReason() })
+	o.u.setStatus(func(s *Status) { s.Nacks, s.LastNackReason = s.Nacks+1, n.GetReason() })
 	o.u.log.Error("the hub rejected an update; it keeps its last good shard",
 		"version", n.GetVersion(), "code", n.GetCode(), "object", n.GetObject(), "field", n.GetField(), "reason", n.GetReason())
 }

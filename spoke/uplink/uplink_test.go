@@ -196,7 +196,8 @@ func (d *dialer) failNext(n int) {
 func jittered(backoff time.Duration) time.Duration { return backoff - 1 + time.Second/2 }
 
 // TestUplinkBackoff: the wait between reconnects doubles while dials fail,
-// and while streams end soon after the hub welcomed them.
+// and while streams end soon after the hub welcomed them; a Welcome ends
+// the dials' backoff, not the drops'.
 func TestUplinkBackoff(t *testing.T) {
 	ut := start(t, 3)
 	for i, backoff := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
@@ -204,16 +205,24 @@ func TestUplinkBackoff(t *testing.T) {
 			t.Errorf("wait %d: %v, want %v", i+1, got, jittered(backoff))
 		}
 	}
-	s := ut.dial.next(t)
-	welcome(t, s, false)
-	ut.eventually(t, "connected", func(st Status) bool { return st.Connected && st.Reconnects == 3 })
-	ut.clock.Step(healthySession - time.Millisecond)
-	s.close() // the hub drops the stream soon after its welcome
-	if got := ut.clock.reconnect(t); got != jittered(8*time.Second) {
-		t.Errorf("wait after a stream dropped soon after its welcome: %v, want the next backoff %v", got, jittered(8*time.Second))
+	for i, backoff := range []time.Duration{time.Second, 2 * time.Second} {
+		s := ut.dial.next(t)
+		welcome(t, s, false)
+		ut.eventually(t, "connected", func(st Status) bool { return st.Connected && st.Reconnects == 3+i })
+		ut.clock.Step(healthySession - time.Millisecond)
+		if i == 1 {
+			ut.dial.failNext(1) // the dial after this stream
+		}
+		s.close() // the hub drops the stream soon after its welcome
+		if got := ut.clock.reconnect(t); got != jittered(backoff) {
+			t.Errorf("wait after stream %d dropped soon after its welcome: %v, want %v", i+1, got, jittered(backoff))
+		}
+	}
+	if got := ut.clock.reconnect(t); got != jittered(time.Second) {
+		t.Errorf("wait after a dial failed after a welcome: %v, want the first backoff %v", got, jittered(time.Second))
 	}
 	ut.dial.next(t)
-	ut.eventually(t, "a fourth reconnect", func(st Status) bool { return st.Reconnects == 4 && !st.Connected })
+	ut.eventually(t, "a sixth reconnect", func(st Status) bool { return st.Reconnects == 6 && !st.Connected })
 }
 
 // TestUplinkReconnectsAtOnce: when a stream that worked ends (the hub

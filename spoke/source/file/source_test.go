@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/shard"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -443,5 +446,42 @@ func TestRunErrors(t *testing.T) {
 				t.Error("callback called")
 			}
 		})
+	}
+}
+
+// TestRunBadObjectsReachTheBuilder: the file source hands on what an API
+// server would refuse (a Service port 70000, an endpoint address
+// 999.1.1.1, which reach the spoke only this way), and the shard builder
+// keeps the last good versions of those objects.
+func TestRunBadObjectsReachTheBuilder(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "cart.yaml"), svcYAML("shop", "cart", 80)+"---\n"+exportYAML+"---\n"+sliceYAML("cart-1", "cart", "10.0.0.1"))
+	h := start(t, dir)
+	tr := shard.NewTracker()
+	reg := prometheus.NewRegistry()
+	b := shard.NewBuilder(normalize.Options{ClusterID: "east"}, tr, slog.New(slog.DiscardHandler), shard.WithMetrics(reg))
+	u := h.next(t)
+	b.Apply(u.in, u.changes)
+	if s, e, _ := tr.Counts(); s != 1 || e != 1 {
+		t.Fatalf("%d services and %d endpoints, want 1 and 1", s, e)
+	}
+
+	writeFile(t, filepath.Join(dir, "cart.yaml"), svcYAML("shop", "cart", 70000)+"---\n"+exportYAML+"---\n"+sliceYAML("cart-1", "cart", "999.1.1.1"))
+	u = h.next(t)
+	if got := servicePort(t, u.in, "shop", "cart"); got != 70000 {
+		t.Fatalf("cart port = %d, want the file's 70000", got)
+	}
+	b.Apply(u.in, u.changes)
+	if s, e, _ := tr.Counts(); s != 1 || e != 1 {
+		t.Errorf("%d services and %d endpoints, want the last good 1 and 1", s, e)
+	}
+	want := `
+# HELP meshfed_spoke_rejected_objects Objects the spoke rejects now (their last good version, if any, stays federated), by kind and reason.
+# TYPE meshfed_spoke_rejected_objects gauge
+meshfed_spoke_rejected_objects{kind="EndpointSlice",reason="InvalidAddress"} 1
+meshfed_spoke_rejected_objects{kind="Service",reason="InvalidPort"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "meshfed_spoke_rejected_objects"); err != nil {
+		t.Error(err)
 	}
 }

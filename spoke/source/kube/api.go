@@ -35,6 +35,13 @@ type API struct {
 	Services, EndpointSlices, Pods, Nodes, Namespaces cache.ListerWatcher
 	// Exports is nil for a source that watches no ServiceExports.
 	Exports ExportsAPI
+	// Events is nil for a source that records no Events.
+	Events EventsAPI
+}
+
+// EventsAPI records Kubernetes Events (core v1).
+type EventsAPI interface {
+	Create(ctx context.Context, ev *corev1.Event) (*corev1.Event, error)
 }
 
 // ExportsAPI reads and writes MCS ServiceExports (v1alpha1).
@@ -108,7 +115,20 @@ func NewAPI(rc *rest.Config) (API, error) {
 		Nodes:      cache.NewListWatchFromClient(core, "nodes", metav1.NamespaceAll, all),
 		Namespaces: cache.NewListWatchFromClient(core, "namespaces", metav1.NamespaceAll, all),
 		Exports:    restExports{mcs},
+		Events:     restEvents{core},
 	}, nil
+}
+
+// restEvents is [EventsAPI] over the core REST client: client-go's event
+// recorder would need the clientset.
+type restEvents struct{ c *rest.RESTClient }
+
+func (e restEvents) Create(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := e.c.Post().Namespace(ev.Namespace).Resource("events").
+		VersionedParams(&metav1.CreateOptions{FieldManager: fieldManager}, metav1.ParameterCodec).
+		Body(ev).Do(ctx).Into(out)
+	return out, err
 }
 
 // restExports is [ExportsAPI] over a REST client.

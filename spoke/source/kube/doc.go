@@ -25,9 +25,15 @@
 //     Pod's container statuses, an informer resync) are not reported.
 //   - ServiceExport status is written only when the Valid condition differs
 //     from what the object has, from one worker, retried with backoff.
+//   - The source is the shard builder's reporter of rejected objects
+//     ([Source.Rejected], [Source.Accepted]): it records one Warning Event
+//     (reason MeshfedRejected) on a rejected object per rejection until it
+//     changes, from one worker, at most 5 a second after a burst of 50;
+//     and the Valid condition of a service with a rejected Service or
+//     EndpointSlice is false with that reason and says why.
 //
-// The source reads the cluster through an [API]: a ListerWatcher per kind
-// and the ServiceExport calls. [NewAPI] builds it over REST clients whose
+// The source reads the cluster through an [API]: a ListerWatcher per kind,
+// the ServiceExport calls, and the creation of Events. [NewAPI] builds it over REST clients whose
 // scheme holds only these kinds, not client-go's clientset (which links
 // and registers every built-in API group); a real API server needs nothing
 // more than [NewForConfig] with its rest.Config. Tests build an API over

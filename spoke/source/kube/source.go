@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 
@@ -33,6 +34,10 @@ type Source struct {
 	// statusSynced, when set, is told the outcome of each ServiceExport
 	// status check (tests).
 	statusSynced func(key string, updated bool, err error)
+	// rejections are the objects the shard builder rejects.
+	rejections *rejections
+	// eventWritten, when set, is told each Event recorded (tests).
+	eventWritten func(*corev1.Event)
 }
 
 // New returns a source reading the cluster through api. An api without
@@ -45,6 +50,7 @@ func New(api API, cfg Config, log *slog.Logger) *Source {
 	return &Source{
 		api: api, cfg: cfg.WithDefaults(), log: log,
 		clock: clock.RealClock{}, queue: newQueue(), statusRetry: statusRetryBase,
+		rejections: newRejections(),
 	}
 }
 
@@ -105,12 +111,31 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 			return nil
 		})
 	}
+	if s.api.Events != nil {
+		events := &eventWriter{
+			client: s.api.Events, rej: s.rejections, queue: s.rejections.startEvents(), in: in,
+			cluster: s.cfg.Options.ClusterID, clock: s.clock, log: s.log.With("component", "events"),
+			limiter: flowcontrol.NewTokenBucketRateLimiter(eventQPS, eventBurst), written: s.eventWritten,
+		}
+		g.Go(func() error {
+			<-ctx.Done()
+			events.queue.ShutDown()
+			return nil
+		})
+		g.Go(func() error {
+			events.run(ctx)
+			return nil
+		})
+	}
 	var status *statusWriter
 	if in.exports != nil {
 		status = newStatusWriter(s.api.Exports, in, s.cfg.Options, s.clock, s.statusRetry, s.log.With("component", "status"))
+		status.rej = s.rejections
 		status.synced = s.statusSynced
+		s.rejections.notify(status.enqueueService)
 		g.Go(func() error {
 			<-ctx.Done()
+			s.rejections.notify(nil)
 			status.queue.ShutDown()
 			return nil
 		})

@@ -52,7 +52,15 @@ func fakeAPI(kube *kubefake.Clientset, mcs *mcsfake.Clientset) API {
 	if mcs != nil {
 		api.Exports = fakeExports{mcs}
 	}
+	api.Events = fakeEvents{kube}
 	return api
+}
+
+// fakeEvents is EventsAPI over client-go's fake clientset.
+type fakeEvents struct{ kube *kubefake.Clientset }
+
+func (e fakeEvents) Create(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
+	return e.kube.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 }
 
 func fakeListWatch[L runtime.Object](client any, list func(context.Context, metav1.ListOptions) (L, error), watch func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
@@ -182,7 +190,7 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 	for _, o := range opts {
 		o(h)
 	}
-	builder := shard.NewBuilder(testOptions, h.tracker, log.With("component", "builder"))
+	builder := shard.NewBuilder(testOptions, h.tracker, log.With("component", "builder"), shard.WithReporter(h.src))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	resyncs := make(chan error, 1)

@@ -36,6 +36,9 @@ type statusWriter struct {
 	clock  clock.PassiveClock
 	log    *slog.Logger
 	queue  workqueue.TypedRateLimitingInterface[string]
+	// rej, when set, holds the objects the shard builder rejects: a
+	// service with some is not Valid as it is.
+	rej *rejections
 	// synced, when set, is told the outcome of each check (tests).
 	synced func(key string, updated bool, err error)
 }
@@ -55,10 +58,15 @@ func (w *statusWriter) enqueue(changes []normalize.Change) {
 		if c.Kind != normalize.KindService && c.Kind != normalize.KindServiceExport {
 			continue
 		}
-		key := c.Namespace + "/" + c.Name
-		if _, ok := get[mcsv1alpha1.ServiceExport](w.in.exports, key); ok {
-			w.queue.Add(key)
-		}
+		w.enqueueService(c.Namespace + "/" + c.Name)
+	}
+}
+
+// enqueueService schedules a check of the ServiceExport of a service, if
+// it has one.
+func (w *statusWriter) enqueueService(key string) {
+	if _, ok := get[mcsv1alpha1.ServiceExport](w.in.exports, key); ok {
+		w.queue.Add(key)
 	}
 }
 
@@ -96,6 +104,13 @@ func (w *statusWriter) sync(ctx context.Context, key string) (bool, error) {
 		return false, nil
 	}
 	_, status, _ := normalize.Service(w.in, w.opts, se.Namespace, se.Name)
+	if w.rej != nil {
+		// The shard builder's word, which says whether it keeps a last
+		// good version; a Service it has yet to see is rejected above.
+		if st, ok := w.rej.validStatus(key); ok {
+			status = st
+		}
+	}
 	want, ok := validCondition(status, se.Generation, w.clock.Now())
 	if !ok {
 		return false, nil

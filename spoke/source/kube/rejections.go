@@ -1,0 +1,298 @@
+package kube
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/meshfed/meshfed/spoke/normalize"
+)
+
+// Event rate limits. An object gets one Event per rejection (a reason,
+// field and value) until its rejection changes; all objects together get at
+// most eventBurst at once and eventQPS after, so that a bad rollout of many
+// objects does not take the API server requests the status writes need.
+const (
+	eventQPS        = 5
+	eventBurst      = 50
+	eventRetries    = 5
+	eventRetryBase  = time.Second
+	eventRetryMax   = time.Minute
+	eventSourceName = "meshfed-spoke"
+)
+
+// objectRef names a rejected object.
+type objectRef struct {
+	kind            normalize.Kind
+	namespace, name string
+}
+
+// rejectedObject is an object the shard builder rejects.
+type rejectedObject struct {
+	normalize.Rejection
+	kept bool
+}
+
+// signature is what an Event says: a new one is due when it changes.
+func (r rejectedObject) signature() string {
+	return string(r.Reason) + "\x00" + r.Field + "\x00" + r.Value + "\x00" + strconv.FormatBool(r.kept)
+}
+
+// message is the sentence of the object's Event and of its service's
+// ServiceExport Valid condition.
+func (r rejectedObject) message() string {
+	what := "it is not federated"
+	if r.kept {
+		what = "its last good version stays federated"
+	}
+	return r.Error() + "; " + what
+}
+
+// rejections holds what the shard builder reports through [Source.Rejected]
+// and [Source.Accepted], for the Events and the ServiceExport conditions.
+type rejections struct {
+	mu      sync.Mutex
+	objects map[objectRef]rejectedObject
+	evented map[objectRef]string // the signature of the object's last Event
+	// changed is told the service of an object whose rejection changed
+	// (nil until the status writer runs).
+	changed func(service string)
+	// events holds the objects that may be due an Event (nil when the
+	// source records none, or is not running).
+	events workqueue.TypedRateLimitingInterface[objectRef]
+}
+
+func newRejections() *rejections {
+	return &rejections{objects: map[objectRef]rejectedObject{}, evented: map[objectRef]string{}}
+}
+
+// startEvents returns the queue of the objects due an Event, which
+// Rejected fills until it is shut down.
+func (rs *rejections) startEvents() workqueue.TypedRateLimitingInterface[objectRef] {
+	q := workqueue.NewTypedRateLimitingQueue(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[objectRef](eventRetryBase, eventRetryMax))
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.events = q
+	for ref := range rs.objects {
+		q.Add(ref)
+	}
+	return q
+}
+
+// Rejected is told by the shard builder that it rejects an object (see
+// [normalize.Rejection]); kept says whether its last good version stays
+// in the shard. The source records a Warning Event on the object and, when
+// it belongs to an exported service, says why in the ServiceExport's Valid
+// condition. It returns at once.
+func (s *Source) Rejected(r normalize.Rejection, kept bool) {
+	ref := objectRef{r.Kind, r.Namespace, r.Name}
+	rs := s.rejections
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.objects[ref] = rejectedObject{r, kept}
+	if rs.events != nil {
+		rs.events.Add(ref)
+	}
+	if rs.changed != nil && r.Service != "" {
+		rs.changed(r.Service)
+	}
+}
+
+// Accepted is told by the shard builder that an object it rejected is
+// good again, gone, or no longer federated. It returns at once.
+func (s *Source) Accepted(kind normalize.Kind, namespace, name string) {
+	ref := objectRef{kind, namespace, name}
+	rs := s.rejections
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	prev, ok := rs.objects[ref]
+	if !ok {
+		return
+	}
+	delete(rs.objects, ref)
+	delete(rs.evented, ref)
+	if rs.changed != nil && prev.Service != "" {
+		rs.changed(prev.Service)
+	}
+}
+
+// notify sets what is told about changed services.
+func (rs *rejections) notify(changed func(service string)) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.changed = changed
+}
+
+// validStatus is what the rejected objects of an exported service make its
+// Valid condition say, and false when it has none.
+func (rs *rejections) validStatus(service string) (normalize.ExportStatus, bool) {
+	objs := rs.ofService(service)
+	if len(objs) == 0 {
+		return normalize.ExportStatus{}, false
+	}
+	msg := objs[0].message()
+	if len(objs) > 1 {
+		msg += fmt.Sprintf(" (and %d more rejected objects of the service)", len(objs)-1)
+	}
+	return normalize.ExportStatus{Reason: normalize.ReasonRejected, Message: msg}, true
+}
+
+// ofService returns the rejected objects of a service, sorted: the Service
+// first, then its slices by name.
+func (rs *rejections) ofService(key string) []rejectedObject {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var out []rejectedObject
+	for _, r := range rs.objects {
+		if r.Service == key {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b rejectedObject) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// due returns the Event an object is due, and false when it has had it or
+// is no longer rejected.
+func (rs *rejections) due(ref objectRef) (rejectedObject, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r, ok := rs.objects[ref]
+	if !ok || rs.evented[ref] == r.signature() {
+		return rejectedObject{}, false
+	}
+	return r, true
+}
+
+// sent records that an object had the Event for r, unless its rejection
+// changed meanwhile.
+func (rs *rejections) sent(ref objectRef, r rejectedObject) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if cur, ok := rs.objects[ref]; ok && cur.signature() == r.signature() {
+		rs.evented[ref] = r.signature()
+	}
+}
+
+// eventWriter records the Events of rejected objects, one at a time.
+type eventWriter struct {
+	client  EventsAPI
+	rej     *rejections
+	queue   workqueue.TypedRateLimitingInterface[objectRef]
+	in      *caches
+	cluster string
+	clock   clock.PassiveClock
+	limiter flowcontrol.RateLimiter
+	log     *slog.Logger
+	// written, when set, is told each Event written (tests).
+	written func(*corev1.Event)
+}
+
+// run writes Events until the queue is shut down.
+func (w *eventWriter) run(ctx context.Context) {
+	q := w.queue
+	for {
+		ref, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		err := w.sync(ctx, ref)
+		switch {
+		case err == nil:
+			q.Forget(ref)
+		case ctx.Err() != nil:
+		case q.NumRequeues(ref) < eventRetries:
+			w.log.Debug("cannot record Event; retrying", "err", err)
+			q.AddRateLimited(ref)
+		default:
+			w.log.Warn("cannot record Event; giving up until the object's rejection changes", "err", err)
+			q.Forget(ref)
+		}
+		q.Done(ref)
+	}
+}
+
+func (w *eventWriter) sync(ctx context.Context, ref objectRef) error {
+	r, ok := w.rej.due(ref)
+	if !ok {
+		return nil
+	}
+	if err := w.limiter.Wait(ctx); err != nil {
+		return err
+	}
+	now := metav1.NewTime(w.clock.Now())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ref.namespace,
+			// client-go's form: unique, and sorted by time.
+			Name: fmt.Sprintf("%s.%x", ref.name, now.UnixNano()),
+		},
+		InvolvedObject:      w.involved(ref),
+		Reason:              normalize.ReasonRejected,
+		Message:             r.message(),
+		Type:                corev1.EventTypeWarning,
+		Source:              corev1.EventSource{Component: eventSourceName},
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		ReportingController: eventSourceName,
+		ReportingInstance:   w.cluster,
+	}
+	out, err := w.client.Create(ctx, ev)
+	switch {
+	case apierrors.IsNotFound(err): // the namespace went away
+	case apierrors.IsAlreadyExists(err): // a retry of one that was created
+	case err != nil:
+		return fmt.Errorf("%s: create Event: %w", r.Object(), err)
+	}
+	w.rej.sent(ref, r)
+	if w.written != nil && err == nil {
+		w.written(out)
+	}
+	return nil
+}
+
+// involved returns the reference of a rejected object, with its uid when
+// the caches have it (kubectl describe lists an object's Events by uid).
+func (w *eventWriter) involved(ref objectRef) corev1.ObjectReference {
+	o := corev1.ObjectReference{Kind: ref.kind.String(), Namespace: ref.namespace, Name: ref.name}
+	key := ref.namespace + "/" + ref.name
+	var uid types.UID
+	switch ref.kind {
+	case normalize.KindService:
+		o.APIVersion = corev1.SchemeGroupVersion.String()
+		if s, ok := get[corev1.Service](w.in.services, key); ok {
+			uid = s.UID
+		}
+	case normalize.KindEndpointSlice:
+		o.APIVersion = discoveryv1.SchemeGroupVersion.String()
+		if s, ok := get[normalize.EndpointSlice](w.in.slices, key); ok {
+			uid = s.UID
+		}
+	case normalize.KindPod:
+		o.APIVersion = corev1.SchemeGroupVersion.String()
+		if p, ok := get[normalize.Pod](w.in.pods, key); ok {
+			uid = p.UID
+		}
+	}
+	o.UID = uid
+	return o
+}
