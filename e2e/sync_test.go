@@ -51,7 +51,7 @@ func rawStream(t *testing.T, h *memHub, hello *federationpb.Hello) (federationpb
 	if err := s.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: hello}}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.Recv()
+	m, err := recvReply(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +66,22 @@ func sendUpdate(t *testing.T, s federationpb.Federation_SyncClient, u *federatio
 	if err := s.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Update{Update: u}}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.Recv()
+	m, err := recvReply(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// recvReply returns the hub's next message that answers the spoke, passing
+// over the membership announcements the hub sends whenever it likes.
+func recvReply(s federationpb.Federation_SyncClient) (*federationpb.HubMessage, error) {
+	for {
+		m, err := s.Recv()
+		if err != nil || m.GetMembers() == nil {
+			return m, err
+		}
+	}
 }
 
 func TestSyncNackKeepsLastGoodShard(t *testing.T) {
@@ -273,7 +284,7 @@ func TestSyncSecondStreamReplacesFirst(t *testing.T) {
 	old, _ := rawStream(t, h, &federationpb.Hello{ClusterId: "east", Session: "s1"})
 	newer, _ := rawStream(t, h, &federationpb.Hello{ClusterId: "east", Session: "s2"})
 
-	if _, err := old.Recv(); status.Code(err) != codes.Aborted {
+	if _, err := recvReply(old); status.Code(err) != codes.Aborted {
 		t.Fatalf("the replaced stream ended with %v, want Aborted", err)
 	}
 	full := &federationpb.ShardUpdate{Version: 1, Nonce: "a", Full: true, Cluster: testCluster("east", "n1")}

@@ -3,6 +3,7 @@ package spoke
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestServeDebug(t *testing.T) {
@@ -37,5 +39,24 @@ func TestServeDebug(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("serveDebug: %v", err)
+	}
+}
+
+// TestSpokeMetrics: the spoke's registry has the uplink's metrics.
+func TestSpokeMetrics(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ClusterID, cfg.Network, cfg.Hub, cfg.Insecure, cfg.Manifests = "east", "n1", "127.0.0.1:1", true, t.TempDir()
+	s, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.conn.Close() })
+	want := `
+# HELP meshfed_spoke_uplink_connected 1 while the hub has welcomed the spoke's current stream, 0 otherwise.
+# TYPE meshfed_spoke_uplink_connected gauge
+meshfed_spoke_uplink_connected 0
+`
+	if err := testutil.GatherAndCompare(s.metrics, strings.NewReader(want), "meshfed_spoke_uplink_connected"); err != nil {
+		t.Error(err)
 	}
 }

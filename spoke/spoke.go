@@ -95,7 +95,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	client := federationpb.NewFederationClient(conn)
 	t := shard.NewTracker()
 	dial := func(ctx context.Context) (uplink.Stream, error) { return client.Sync(ctx) }
-	return &Spoke{
+	s := &Spoke{
 		cfg:     cfg,
 		log:     log,
 		conn:    conn,
@@ -106,7 +106,9 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 			ClusterID: cfg.ClusterID, Build: cfg.Build, MaxMessageBytes: cfg.MaxMessageBytes, AckTimeout: cfg.AckTimeout,
 			FullAcked: func() { releaseMemory(log) },
 		}, t, dial, log.With("component", "uplink")),
-	}, nil
+	}
+	metrics.MustRegister(uplink.NewCollector(s.uplink))
+	return s, nil
 }
 
 // builderOptions has the builder record its metrics in metrics and report
