@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,8 +52,16 @@ func TestCharts(t *testing.T) {
 	cases := []renderCase{
 		{name: "hub-defaults", chart: "meshfed-hub", check: checkHubDefaults},
 		{name: "hub-ha-xds", chart: "meshfed-hub", check: checkHubHAXDS},
+		{name: "hub-single", chart: "meshfed-hub", check: checkHubSingle},
+		{name: "hub-user-affinity", chart: "meshfed-hub", check: checkHubUserAffinity},
 		{name: "hub-loopback-debug", chart: "meshfed-hub", wantErr: `debug.host "127.0.0.1" is loopback-only`},
+		{name: "hub-bad-anti-affinity", chart: "meshfed-hub", wantErr: `podAntiAffinity "preferred": want "soft", "hard" or "none"`},
 		{name: "spoke", chart: "meshfed-spoke", check: checkSpoke},
+		{name: "spoke-hub-list", chart: "meshfed-spoke", check: checkSpokeHubList},
+		{
+			name: "spoke-bad-hub-list", chart: "meshfed-spoke",
+			wantErr: `"hub-b.example.com" is not host:port`,
+		},
 		{
 			name: "spoke-missing-cluster-id", chart: "meshfed-spoke",
 			wantErr: "clusterID is required: set it to this cluster's ID",
@@ -307,11 +316,13 @@ func checkCommon(t *testing.T, r rendered) {
 func checkHubDefaults(t *testing.T, r rendered) {
 	t.Helper()
 	d := r.deployments[0]
-	if got := *d.Spec.Replicas; got != 1 {
-		t.Errorf("replicas %d, want 1", got)
+	if got := *d.Spec.Replicas; got != 2 {
+		t.Errorf("replicas %d, want 2", got)
 	}
-	if len(r.pdbs) != 0 {
-		t.Errorf("a PodDisruptionBudget with one replica")
+	checkPDB(t, r)
+	checkAntiAffinity(t, d, "soft")
+	if a := d.Spec.Template.Spec.Affinity; a.NodeAffinity != nil || a.PodAffinity != nil {
+		t.Errorf("affinity %+v, want the pod anti-affinity only", a)
 	}
 	if len(r.clusterRoles)+len(r.bindings) != 0 {
 		t.Errorf("the hub needs no RBAC")
@@ -333,7 +344,7 @@ func checkHubDefaults(t *testing.T, r rendered) {
 	}
 	checkFlags(t, flags, wantFlags)
 	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "debug": 8080})
-	checkServicePorts(t, r.services, map[string]int32{"federation": 9443})
+	checkHubServices(t, r, map[string]int32{"federation": 9443})
 	for _, p := range []struct {
 		probe *corev1.Probe
 		path  string
@@ -350,6 +361,54 @@ func checkHubHAXDS(t *testing.T, r rendered) {
 	if got := *d.Spec.Replicas; got != 3 {
 		t.Errorf("replicas %d, want 3", got)
 	}
+	checkPDB(t, r)
+	checkAntiAffinity(t, d, "hard")
+	if a := d.Spec.Template.Spec.Affinity; a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		t.Errorf("affinity %+v: the nodeAffinity value is lost", a)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	checkFlags(t, hubFlags(t, c.Args), map[string]string{"xds-addr": ":15010", "debug-addr": ":8080"})
+	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "xds": 15010, "debug": 8080})
+	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010})
+	want := map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
+	if diff := cmp.Diff(want, d.Spec.Template.Annotations); diff != "" {
+		t.Errorf("pod annotations (-want +got):\n%s", diff)
+	}
+}
+
+func checkHubSingle(t *testing.T, r rendered) {
+	t.Helper()
+	d := r.deployments[0]
+	if got := *d.Spec.Replicas; got != 1 {
+		t.Errorf("replicas %d, want 1", got)
+	}
+	if len(r.pdbs) != 0 {
+		t.Errorf("a PodDisruptionBudget with one replica")
+	}
+	checkAntiAffinity(t, d, "none")
+	if a := d.Spec.Template.Spec.Affinity; a != nil {
+		t.Errorf("affinity %+v with podAntiAffinity none and no affinity value", a)
+	}
+	checkHubServices(t, r, map[string]int32{"federation": 9443})
+}
+
+func checkHubUserAffinity(t *testing.T, r rendered) {
+	t.Helper()
+	want := &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey:   "topology.kubernetes.io/zone",
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "meshfed-hub"}},
+		}},
+	}}
+	if diff := cmp.Diff(want, r.deployments[0].Spec.Template.Spec.Affinity); diff != "" {
+		t.Errorf("the affinity value's podAntiAffinity does not replace the chart's (-want +got):\n%s", diff)
+	}
+}
+
+// checkPDB asserts the hub's PodDisruptionBudget: one, over the hub's pods,
+// with maxUnavailable 1.
+func checkPDB(t *testing.T, r rendered) {
+	t.Helper()
 	if len(r.pdbs) != 1 {
 		t.Fatalf("got %d PodDisruptionBudgets, want 1", len(r.pdbs))
 	}
@@ -357,19 +416,52 @@ func checkHubHAXDS(t *testing.T, r rendered) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+	if !sel.Matches(labels.Set(r.deployments[0].Spec.Template.Labels)) {
 		t.Errorf("PodDisruptionBudget selector %s does not select the hub pods", sel)
 	}
 	if mu := r.pdbs[0].Spec.MaxUnavailable; mu == nil || mu.IntValue() != 1 {
 		t.Errorf("PodDisruptionBudget maxUnavailable %v, want 1", mu)
 	}
-	c := d.Spec.Template.Spec.Containers[0]
-	checkFlags(t, hubFlags(t, c.Args), map[string]string{"xds-addr": ":15010", "debug-addr": ":8080"})
-	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "xds": 15010, "debug": 8080})
-	checkServicePorts(t, r.services, map[string]int32{"federation": 9443, "xds": 15010})
-	want := map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
-	if diff := cmp.Diff(want, d.Spec.Template.Annotations); diff != "" {
-		t.Errorf("pod annotations (-want +got):\n%s", diff)
+}
+
+// checkAntiAffinity asserts the chart's anti-affinity between the hub's pods
+// over kubernetes.io/hostname: preferred ("soft"), required ("hard") or
+// absent ("none").
+func checkAntiAffinity(t *testing.T, d appsv1.Deployment, mode string) {
+	t.Helper()
+	var preferred []corev1.WeightedPodAffinityTerm
+	var required []corev1.PodAffinityTerm
+	if a := d.Spec.Template.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+		preferred = a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		required = a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	terms := required
+	switch mode {
+	case "soft":
+		if len(preferred) != 1 || len(required) != 0 || preferred[0].Weight != 100 {
+			t.Fatalf("pod anti-affinity: preferred %+v, required %+v; want one preferred term of weight 100", preferred, required)
+		}
+		terms = []corev1.PodAffinityTerm{preferred[0].PodAffinityTerm}
+	case "hard":
+		if len(preferred) != 0 || len(required) != 1 {
+			t.Fatalf("pod anti-affinity: preferred %+v, required %+v; want one required term", preferred, required)
+		}
+	case "none":
+		if len(preferred)+len(required) != 0 {
+			t.Errorf("pod anti-affinity: preferred %+v, required %+v; want none", preferred, required)
+		}
+		return
+	}
+	term := terms[0]
+	if term.TopologyKey != "kubernetes.io/hostname" {
+		t.Errorf("pod anti-affinity over %q, want kubernetes.io/hostname", term.TopologyKey)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("pod anti-affinity selector %q does not select the hub pods", sel)
 	}
 }
 
@@ -380,6 +472,12 @@ var spokeRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports/status"}, Verbs: []string{"update"}},
+}
+
+func checkSpokeHubList(t *testing.T, r rendered) {
+	t.Helper()
+	c := r.deployments[0].Spec.Template.Spec.Containers[0]
+	checkFlags(t, spokeFlags(t, c.Args), map[string]string{"hub": "hub-a.example.com:9443,hub-b.example.com:9443"})
 }
 
 func checkSpoke(t *testing.T, r rendered) {
@@ -500,20 +598,41 @@ func checkPorts(t *testing.T, ports []corev1.ContainerPort, want map[string]int3
 	}
 }
 
-func checkServicePorts(t *testing.T, services []corev1.Service, want map[string]int32) {
+// checkHubServices asserts the hub's two Services: meshfed-hub, a ClusterIP
+// Service with the ports want, and meshfed-hub-sync, headless with the
+// federation port alone, for spokes to resolve every replica.
+func checkHubServices(t *testing.T, r rendered, want map[string]int32) {
 	t.Helper()
-	if len(services) != 1 {
-		t.Fatalf("got %d Services, want 1", len(services))
+	byName := map[string]corev1.Service{}
+	for _, s := range r.services {
+		byName[s.Name] = s
 	}
+	svc, ok1 := byName["meshfed-hub"]
+	sync, ok2 := byName["meshfed-hub-sync"]
+	if len(r.services) != 2 || !ok1 || !ok2 {
+		t.Fatalf("got Services %v, want meshfed-hub and meshfed-hub-sync", slices.Collect(maps.Keys(byName)))
+	}
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		t.Errorf("Service meshfed-hub is headless")
+	}
+	checkServicePorts(t, svc, want)
+	if sync.Spec.ClusterIP != corev1.ClusterIPNone || (sync.Spec.Type != "" && sync.Spec.Type != corev1.ServiceTypeClusterIP) {
+		t.Errorf("Service meshfed-hub-sync: type %q, clusterIP %q; want headless (clusterIP None)", sync.Spec.Type, sync.Spec.ClusterIP)
+	}
+	checkServicePorts(t, sync, map[string]int32{"federation": want["federation"]})
+}
+
+func checkServicePorts(t *testing.T, svc corev1.Service, want map[string]int32) {
+	t.Helper()
 	got := map[string]int32{}
-	for _, p := range services[0].Spec.Ports {
+	for _, p := range svc.Spec.Ports {
 		got[p.Name] = p.Port
 		if p.TargetPort.StrVal != p.Name {
 			t.Errorf("Service port %s targets %s, want the container port of the same name", p.Name, p.TargetPort.String())
 		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Service ports (-want +got):\n%s", diff)
+		t.Errorf("Service %s ports (-want +got):\n%s", svc.Name, diff)
 	}
 }
 

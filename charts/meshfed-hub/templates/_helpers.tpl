@@ -83,3 +83,36 @@ when something outside the pod must reach a loopback-only debug server.
 {{- printf "%s:%d" $host (int .Values.debug.port) }}
 {{- end }}
 {{- end }}
+
+{{/*
+Name of the headless Service spokes dial: <fullname>-sync, within the
+63-character limit of Service names.
+*/}}
+{{- define "meshfed-hub.syncServiceName" -}}
+{{- printf "%s-sync" (include "meshfed-hub.fullname" . | trunc 58 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+The pod's affinity: the affinity value, plus an anti-affinity between the
+hub's own pods over kubernetes.io/hostname as podAntiAffinity says ("soft":
+preferred, "hard": required, "none") unless affinity sets podAntiAffinity
+itself. Empty when there is neither.
+*/}}
+{{- define "meshfed-hub.affinity" -}}
+{{- $mode := .Values.podAntiAffinity }}
+{{- if not (has $mode (list "soft" "hard" "none")) }}
+{{- fail (printf "podAntiAffinity %q: want \"soft\", \"hard\" or \"none\"" (toString $mode)) }}
+{{- end }}
+{{- $affinity := deepCopy (.Values.affinity | default dict) }}
+{{- if and (ne $mode "none") (not (hasKey $affinity "podAntiAffinity")) }}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "meshfed-hub.selectorLabels" . | fromYaml)) }}
+{{- if eq $mode "soft" }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) }}
+{{- else }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) }}
+{{- end }}
+{{- end }}
+{{- with $affinity }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}

@@ -81,12 +81,15 @@ clusterID, checked: required, and a DNS label as the spoke demands.
 {{- end }}
 
 {{/*
-hub.address, checked: required, and host:port.
+hub.address, checked: required, and host:port or a comma-separated list of
+host:port.
 */}}
 {{- define "meshfed-spoke.hubAddress" -}}
-{{- $addr := required "hub.address is required: set it to the hub's federation address, host:port, e.g. --set hub.address=hub.example.com:9443" .Values.hub.address }}
-{{- if not (regexMatch "^[^\\s/]+:[0-9]{1,5}$" $addr) }}
-{{- fail (printf "hub.address %q is not host:port" $addr) }}
+{{- $addr := required "hub.address is required: set it to the hub's federation address, host:port (the hub chart's headless sync Service), e.g. --set hub.address=meshfed-hub-sync.meshfed.svc:9443" .Values.hub.address }}
+{{- range splitList "," $addr }}
+{{- if not (regexMatch "^[^\\s/,]+:[0-9]{1,5}$" .) }}
+{{- fail (printf "hub.address %q: %q is not host:port" $addr .) }}
+{{- end }}
 {{- end }}
 {{- $addr }}
 {{- end }}
