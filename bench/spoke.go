@@ -45,7 +45,7 @@ func newSimSpoke(w world, c int, hubAddr string, log *slog.Logger) (*simSpoke, e
 	s := &simSpoke{c: c, w: w, conn: conn, t: shard.NewTracker(), byService: map[int][]int{}}
 	dial := func(ctx context.Context) (uplink.Stream, error) { return client.Sync(ctx) }
 	s.uplink = uplink.New(uplink.Config{ClusterID: clusterID(c), Build: "bench", MaxBackoff: time.Second},
-		s.t, dial, log.With("cluster", clusterID(c)))
+		s.t.Open(), dial, log.With("cluster", clusterID(c)))
 	s.pods = w.initialPods(c)
 	for i, p := range s.pods {
 		s.byService[p.service] = append(s.byService[p.service], i)

@@ -29,7 +29,7 @@ func BenchmarkInitialSync(b *testing.B) {
 			var wire int
 			for b.Loop() {
 				h := newMemHub(b, registry.Limits{}, 4<<20)
-				tr := shard.NewTracker()
+				tr := newTracker()
 				fill(tr, "east", "n1", n)
 				start := time.Now()
 				runUplink(b, "east", tr, (&killableDialer{client: h.client}).dial)
@@ -50,7 +50,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 	for _, n := range []int{100, 10_000} {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
 			h := newMemHub(b, registry.Limits{}, 4<<20)
-			tr := shard.NewTracker()
+			tr := newTracker()
 			fill(tr, "east", "n1", n)
 			runUplink(b, "east", tr, (&killableDialer{client: h.client}).dial)
 			await(b, h.reg, "initial sync", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == n })

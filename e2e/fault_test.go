@@ -33,7 +33,7 @@ const (
 // faultSpoke is one cluster's spoke: a tracker, its uplink, and the writer
 // of its shard, which also answers the tracker's resyncs.
 type faultSpoke struct {
-	t *shard.Tracker
+	t tracker
 	u *uplink.Uplink
 
 	mu        sync.Mutex
@@ -44,7 +44,7 @@ type faultSpoke struct {
 
 func startFaultSpoke(t *testing.T, n *memNet, endpoints int) *faultSpoke {
 	t.Helper()
-	sp := &faultSpoke{t: shard.NewTracker(), endpoints: testEndpoints("demo", "echo", endpoints, 1), dial: n.dial}
+	sp := &faultSpoke{t: newTracker(), endpoints: testEndpoints("demo", "echo", endpoints, 1), dial: n.dial}
 	for i, e := range sp.endpoints[:3] {
 		sp.workloads = append(sp.workloads, &federationpb.Workload{
 			Uid: fmt.Sprintf("uid-%d", i), Namespace: "demo", Name: fmt.Sprintf("echo-%d", i), Ips: []string{e.GetAddress()},

@@ -129,13 +129,13 @@ func (d *killableDialer) kill() {
 	}
 }
 
-func newUplink(t testing.TB, cluster string, tr *shard.Tracker, dial uplink.Dialer) *uplink.Uplink {
+func newUplink(t testing.TB, cluster string, tr tracker, dial uplink.Dialer) *uplink.Uplink {
 	t.Helper()
 	return uplink.New(uplink.Config{ClusterID: cluster, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, tr, dial, testLogger(t))
 }
 
 // runUplink runs an uplink for t until the test ends.
-func runUplink(t testing.TB, cluster string, tr *shard.Tracker, dial uplink.Dialer) *uplink.Uplink {
+func runUplink(t testing.TB, cluster string, tr tracker, dial uplink.Dialer) *uplink.Uplink {
 	t.Helper()
 	u := newUplink(t, cluster, tr, dial)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -218,12 +218,23 @@ func must(err error) {
 	}
 }
 
+// tracker is a spoke's shard tracker with one stream, to one hub.
+type tracker struct {
+	*shard.Tracker
+	*shard.Stream
+}
+
+func newTracker() tracker {
+	t := shard.NewTracker()
+	return tracker{t, t.Open()}
+}
+
 // ackedVersion is the last version the hub acknowledged to tr, as its
 // next Hello says.
-func ackedVersion(tr *shard.Tracker) uint64 { return tr.Hello("", "").GetAckedVersion() }
+func ackedVersion(tr tracker) uint64 { return tr.Hello("", "").GetAckedVersion() }
 
 // fill writes a cluster with one service of n endpoints into a tracker.
-func fill(tr *shard.Tracker, cluster, network string, n int) {
+func fill(tr tracker, cluster, network string, n int) {
 	tr.Update(time.Now(), true, func(w shard.Writer) {
 		w.SetCluster(testCluster(cluster, network))
 		must(w.PutService(testService("demo", "echo")))

@@ -52,8 +52,8 @@ func TestSyncHubLostTheShard(t *testing.T) {
 	in := normalizetest.NewInputs(append(objs, slice)...)
 
 	first, second := newMemHub(t, registry.Limits{}, 4<<20), newMemHub(t, registry.Limits{}, 4<<20)
-	tr := shard.NewTracker()
-	b := shard.NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr, testLogger(t))
+	tr := newTracker()
+	b := shard.NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr.Tracker, testLogger(t))
 	runInBackground(t, b.Run)
 	b.Apply(in, nil)
 	d := &killableDialer{client: first.client}

@@ -17,7 +17,7 @@ import (
 
 func TestSyncAckAndDelta(t *testing.T) {
 	h := newMemHub(t, registry.Limits{}, 4<<20)
-	tr := shard.NewTracker()
+	tr := newTracker()
 	fill(tr, "east", "n1", 3)
 	d := &killableDialer{client: h.client}
 	runUplink(t, "east", tr, d.dial)
@@ -194,7 +194,7 @@ func TestSyncDeltaWithoutBaseIsRefused(t *testing.T) {
 
 func TestSyncReconnectResumes(t *testing.T) {
 	h := newMemHub(t, registry.Limits{}, 4<<20)
-	tr := shard.NewTracker()
+	tr := newTracker()
 	fill(tr, "east", "n1", 50)
 	d := &killableDialer{client: h.client}
 	u := runUplink(t, "east", tr, d.dial)
@@ -226,7 +226,7 @@ func TestSyncReconnectResumes(t *testing.T) {
 // re-add anything the hub already had.
 func TestSyncRestartedSpokeDoesNotFlap(t *testing.T) {
 	h := newMemHub(t, registry.Limits{}, 4<<20)
-	first := shard.NewTracker()
+	first := newTracker()
 	fill(first, "east", "n1", 20)
 	d1 := &killableDialer{client: h.client}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -242,7 +242,7 @@ func TestSyncRestartedSpokeDoesNotFlap(t *testing.T) {
 	cancel()
 	<-done
 
-	second := shard.NewTracker()
+	second := newTracker()
 	fill(second, "east", "n1", 20)
 	runUplink(t, "east", second, (&killableDialer{client: h.client}).dial)
 	waitFor(t, "the restarted spoke's full state to be acked", func() bool { return ackedVersion(second) == 1 })
@@ -263,7 +263,7 @@ func TestSyncRestartedSpokeDoesNotFlap(t *testing.T) {
 func TestSyncChunkedInitialSync(t *testing.T) {
 	const maxBytes = 64 << 10
 	h := newMemHub(t, registry.Limits{}, maxBytes)
-	tr := shard.NewTracker()
+	tr := newTracker()
 	fill(tr, "east", "n1", 5000)
 	runUplink(t, "east", tr, (&killableDialer{client: h.client}).dial)
 	await(t, h.reg, "chunked sync", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 5000 })

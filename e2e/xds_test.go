@@ -25,7 +25,7 @@ import (
 // xdsFleet is a hub serving xDS, with spokes fed directly through trackers.
 type xdsFleet struct {
 	hub      *hub.Hub
-	trackers map[string]*shard.Tracker
+	trackers map[string]tracker
 }
 
 func startXDSFleet(t *testing.T) *xdsFleet {
@@ -38,7 +38,7 @@ func startXDSFleet(t *testing.T) *xdsFleet {
 		t.Fatal(err)
 	}
 	runInBackground(t, h.Run)
-	return &xdsFleet{hub: h, trackers: map[string]*shard.Tracker{}}
+	return &xdsFleet{hub: h, trackers: map[string]tracker{}}
 }
 
 // backend is a stand-in pod: an echo server on its own loopback address.
@@ -62,7 +62,7 @@ func startBackend(t *testing.T, ip, cluster string) backend {
 // cluster publishes a cluster's echo endpoints through a real uplink.
 func (f *xdsFleet) cluster(t *testing.T, id, network, zone string, gateways []*federationpb.Gateway, backends ...backend) {
 	t.Helper()
-	tr := shard.NewTracker()
+	tr := newTracker()
 	f.trackers[id] = tr
 	f.setEndpoints(id, network, zone, gateways, backends...)
 	client := federationClient(t, f.hub.FederationAddr().String())
@@ -212,7 +212,7 @@ func TestXDSOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	runInBackground(t, h.Run)
-	f := &xdsFleet{hub: h, trackers: map[string]*shard.Tracker{}}
+	f := &xdsFleet{hub: h, trackers: map[string]tracker{}}
 	f.cluster(t, "east", "net1", "z-east", nil, startBackend(t, "127.0.0.35", "east"))
 
 	bootstrap := fmt.Sprintf(`{

@@ -23,7 +23,7 @@ import (
 // ambientCluster publishes pods (as workloads behind demo/echo) of one cluster.
 func (f *xdsFleet) ambientCluster(t *testing.T, id, network string, gateways []*federationpb.Gateway, vip string, pods ...string) {
 	t.Helper()
-	tr := shard.NewTracker()
+	tr := newTracker()
 	f.trackers[id] = tr
 	f.setPods(id, network, gateways, vip, pods...)
 	runUplink(t, id, tr, (&killableDialer{client: federationClient(t, f.hub.FederationAddr().String())}).dial)
@@ -269,7 +269,7 @@ func TestXDSWarmUpHoldsProxies(t *testing.T) {
 		t.Fatal(err)
 	}
 	runInBackground(t, h.Run)
-	f := &xdsFleet{hub: h, trackers: map[string]*shard.Tracker{}}
+	f := &xdsFleet{hub: h, trackers: map[string]tracker{}}
 
 	z := connectZtunnel(t, h.XDSAddr().String(), "net-a", nil)
 	f.ambientCluster(t, "east", "net-a", nil, "10.96.0.1", "10.1.0.1")

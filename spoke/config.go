@@ -17,8 +17,13 @@ type Config struct {
 	ClusterID   string
 	Network     string
 	TrustDomain string
-	// Hub is the hub's federation address, host:port.
+	// Hub is the hub's federation address: host:port entries separated by
+	// commas, each name standing for all of its addresses (a headless
+	// Service's, one per replica). The spoke streams to every replica.
 	Hub string
+	// HubResolveInterval is how often the names in Hub are resolved again
+	// to follow replicas that come and go (0: never after the first time).
+	HubResolveInterval time.Duration
 	// The source of the cluster's objects, exactly one: Manifests, a
 	// directory of Kubernetes YAML (the file source); Kubeconfig, the
 	// kubeconfig file of the cluster's API server (the kube source); or,
@@ -36,7 +41,7 @@ type Config struct {
 	InCluster bool
 	// TLS: the spoke's certificate (carrying the cluster's SPIFFE ID) and
 	// the CA that signs the hub's; ServerName overrides the name checked in
-	// the hub's certificate (default: the host of Hub).
+	// the hub's certificate (default: the host of the Hub entry).
 	CertFile, KeyFile, CAFile, ServerName string
 	// Insecure dials the hub in plaintext.
 	Insecure bool
@@ -74,17 +79,18 @@ const DefaultGCPercent = 50
 // know whether the spoke runs in a pod.
 func DefaultConfig() Config {
 	return Config{
-		InCluster:        os.Getenv("KUBERNETES_SERVICE_HOST") != "",
-		TrustDomain:      "cluster.local",
-		Hub:              "localhost:9443",
-		Export:           string(normalize.ExportExported),
-		DomainSuffix:     "cluster.local",
-		SystemNamespace:  "istio-system",
-		MaxMessageBytes:  4 << 20,
-		KeepaliveTime:    30 * time.Second,
-		AckTimeout:       uplink.DefaultAckTimeout,
-		MemoryLimitRatio: memlimit.DefaultRatio,
-		GCPercent:        DefaultGCPercent,
+		InCluster:          os.Getenv("KUBERNETES_SERVICE_HOST") != "",
+		TrustDomain:        "cluster.local",
+		Hub:                "localhost:9443",
+		HubResolveInterval: 30 * time.Second,
+		Export:             string(normalize.ExportExported),
+		DomainSuffix:       "cluster.local",
+		SystemNamespace:    "istio-system",
+		MaxMessageBytes:    4 << 20,
+		KeepaliveTime:      30 * time.Second,
+		AckTimeout:         uplink.DefaultAckTimeout,
+		MemoryLimitRatio:   memlimit.DefaultRatio,
+		GCPercent:          DefaultGCPercent,
 	}
 }
 
@@ -93,7 +99,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "this cluster's ID (a DNS label, unique in the clusterset; must match the certificate)")
 	fs.StringVar(&c.Network, "network", c.Network, "this cluster's default network (the system namespace's topology.istio.io/network label overrides it)")
 	fs.StringVar(&c.TrustDomain, "trust-domain", c.TrustDomain, "this cluster's trust domain")
-	fs.StringVar(&c.Hub, "hub", c.Hub, "the hub's federation address, host:port")
+	fs.StringVar(&c.Hub, "hub", c.Hub, "the hub's federation address, host:port; a comma-separated list, or a name with an address per replica (a headless Service): the spoke streams to every replica")
+	fs.DurationVar(&c.HubResolveInterval, "hub-resolve-interval", c.HubResolveInterval, "resolve the --hub names again this often, to follow replicas that come and go (0: only at start)")
 	fs.StringVar(&c.Manifests, "manifests", c.Manifests, "federate the Kubernetes YAML in this directory (watched for changes)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "federate the cluster of this kubeconfig file (its current context); in a pod, the default is the pod's cluster")
 	fs.Float64Var(&c.KubeQPS, "kube-qps", c.KubeQPS, "requests per second to the API server, watches aside (0: 50); the ServiceExport status writes use it")
@@ -122,6 +129,11 @@ func (c Config) Validate() error {
 	}
 	if c.Hub == "" {
 		errs = append(errs, errors.New("--hub is required"))
+	} else if _, err := parseHubs(c.Hub); err != nil {
+		errs = append(errs, err)
+	}
+	if c.HubResolveInterval < 0 {
+		errs = append(errs, fmt.Errorf("--hub-resolve-interval %v is negative", c.HubResolveInterval))
 	}
 	switch {
 	case c.Manifests != "" && c.Kubeconfig != "":

@@ -50,11 +50,15 @@ func TestSpokeMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.conn.Close() })
+	l, err := s.hubs.open("127.0.0.1:1", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
 	want := `
 # HELP meshfed_spoke_uplink_connected 1 while the hub has welcomed the spoke's current stream, 0 otherwise.
 # TYPE meshfed_spoke_uplink_connected gauge
-meshfed_spoke_uplink_connected 0
+meshfed_spoke_uplink_connected{hub="127.0.0.1:1"} 0
 `
 	if err := testutil.GatherAndCompare(s.metrics, strings.NewReader(want), "meshfed_spoke_uplink_connected"); err != nil {
 		t.Error(err)

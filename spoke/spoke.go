@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/federation/syncproto"
 	"github.com/meshfed/meshfed/internal/grpccodec"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/spoke/normalize"
@@ -33,10 +34,10 @@ import (
 type Spoke struct {
 	cfg     Config
 	log     *slog.Logger
-	conn    *grpc.ClientConn
+	tracker *shard.Tracker
 	builder *shard.Builder
 	source  source
-	uplink  *uplink.Uplink
+	hubs    *hubSet
 	// metrics is what the debug server's /metrics serves.
 	metrics *prometheus.Registry
 }
@@ -65,50 +66,78 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	if err != nil {
 		return nil, err
 	}
+	targets, err := parseHubs(cfg.Hub)
+	if err != nil {
+		return nil, err
+	}
+	metrics := prometheus.NewRegistry()
+	uplinks := uplink.NewMetrics()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), uplinks)
+	t := shard.NewTracker()
+	s := &Spoke{
+		cfg:     cfg,
+		log:     log,
+		tracker: t,
+		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), builderOptions(src, metrics)...),
+		source:  src,
+		metrics: metrics,
+	}
+	members := &syncproto.Members{}
+	s.hubs = &hubSet{
+		targets: targets, interval: cfg.HubResolveInterval, lookup: net.DefaultResolver.LookupHost, log: log,
+		open: func(addr, serverName string) (hubLink, error) { return s.openHub(addr, serverName, uplinks, members) },
+	}
+	return s, nil
+}
+
+// link is the spoke's stream of its shard to one hub replica.
+type link struct {
+	conn   *grpc.ClientConn
+	stream *shard.Stream
+	*uplink.Uplink
+	metrics *uplink.Metrics
+}
+
+func (l *link) Close() {
+	_ = l.conn.Close()
+	l.stream.Close()
+	l.metrics.Remove(l.Uplink)
+}
+
+// openHub returns the link to the hub replica at addr.
+func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, members *syncproto.Members) (hubLink, error) {
 	creds := insecure.NewCredentials()
-	if !cfg.Insecure {
-		serverName := cfg.ServerName
-		if serverName == "" {
-			host, _, err := net.SplitHostPort(cfg.Hub)
-			if err != nil {
-				return nil, fmt.Errorf("--hub %q: %w", cfg.Hub, err)
-			}
-			serverName = host
+	if !s.cfg.Insecure {
+		if s.cfg.ServerName != "" {
+			serverName = s.cfg.ServerName
 		}
-		tlsCfg, err := pki.ClientConfig(cfg.CertFile, cfg.KeyFile, cfg.CAFile, serverName, log.With("component", "tls"))
+		tlsCfg, err := pki.ClientConfig(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.CAFile, serverName, s.log.With("component", "tls"))
 		if err != nil {
 			return nil, fmt.Errorf("hub TLS: %w", err)
 		}
 		creds = credentials.NewTLS(tlsCfg)
 	}
-	conn, err := grpc.NewClient(cfg.Hub,
+	conn, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(creds),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTime / 3, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes), grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: s.cfg.KeepaliveTime, Timeout: s.cfg.KeepaliveTime / 3, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(s.cfg.MaxMessageBytes), grpc.MaxCallRecvMsgSize(s.cfg.MaxMessageBytes),
 			grpc.ForceCodecV2(grpccodec.Codec{})), // the initial sync's chunks are megabytes: not pooled
 	)
 	if err != nil {
-		return nil, fmt.Errorf("hub %q: %w", cfg.Hub, err)
+		return nil, fmt.Errorf("hub %q: %w", addr, err)
 	}
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	client := federationpb.NewFederationClient(conn)
-	t := shard.NewTracker()
 	dial := func(ctx context.Context) (uplink.Stream, error) { return client.Sync(ctx) }
-	s := &Spoke{
-		cfg:     cfg,
-		log:     log,
-		conn:    conn,
-		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), builderOptions(src, metrics)...),
-		source:  src,
-		metrics: metrics,
-		uplink: uplink.New(uplink.Config{
-			ClusterID: cfg.ClusterID, Build: cfg.Build, MaxMessageBytes: cfg.MaxMessageBytes, AckTimeout: cfg.AckTimeout,
+	stream := s.tracker.Open()
+	log := s.log.With("component", "uplink", "hub", addr)
+	return &link{
+		conn: conn, stream: stream, metrics: metrics,
+		Uplink: uplink.New(uplink.Config{
+			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members,
+			MaxMessageBytes: s.cfg.MaxMessageBytes, AckTimeout: s.cfg.AckTimeout,
 			FullAcked: func() { releaseMemory(log) },
-		}, t, dial, log.With("component", "uplink")),
-	}
-	metrics.MustRegister(uplink.NewCollector(s.uplink))
-	return s, nil
+		}, stream, dial, log),
+	}, nil
 }
 
 // builderOptions has the builder record its metrics in metrics and report
@@ -136,7 +165,6 @@ func releaseMemory(log *slog.Logger) {
 
 // Run federates the cluster until ctx ends.
 func (s *Spoke) Run(ctx context.Context) error {
-	defer func() { _ = s.conn.Close() }()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return s.source.Run(ctx, func(in normalize.Inputs, changes []normalize.Change) {
@@ -144,7 +172,7 @@ func (s *Spoke) Run(ctx context.Context) error {
 		})
 	})
 	g.Go(func() error { return s.builder.Run(ctx) })
-	g.Go(func() error { return s.uplink.Run(ctx) })
+	g.Go(func() error { return s.hubs.Run(ctx) })
 	if s.cfg.DebugAddr != "" {
 		lis, err := net.Listen("tcp", s.cfg.DebugAddr)
 		if err != nil {

@@ -63,7 +63,8 @@ type SpokeObserver interface {
 	Nacked(n *federationpb.Nack)
 }
 
-// SpokeConfig configures a spoke's sessions. Every field is required.
+// SpokeConfig configures a spoke's sessions. Every field but Members is
+// required.
 type SpokeConfig struct {
 	ClusterID string
 	Build     string
@@ -79,43 +80,61 @@ type SpokeConfig struct {
 	// it doubles with each Nack up to MaxNackBackoff, and an Ack resets it.
 	NackBackoff, MaxNackBackoff time.Duration
 	Clock                       clock.WithDelayedExecution
+	// Members, when set, is the membership shared with the spoke's other
+	// sessions (to other hub replicas); by default the spoke keeps its own.
+	Members *Members
 }
 
 // MaxMembers bounds the membership a spoke keeps and repeats in its
 // Hello.
 const MaxMembers = 1000
 
+// Members is the clusterset's membership as the last hub told it. The
+// sessions of a spoke with several hub replicas share one, so that each
+// Hello names every member any replica knows, a replica that restarted
+// included.
+type Members struct {
+	mu   sync.Mutex
+	list []string
+}
+
+// Get returns the members.
+func (m *Members) Get() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.list)
+}
+
+// Set replaces the members, keeping at most MaxMembers.
+func (m *Members) Set(list []string) {
+	if len(list) > MaxMembers {
+		list = list[:MaxMembers]
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.list = slices.Clone(list)
+}
+
 // Spoke runs a spoke's sessions, one at a time.
 type Spoke struct {
-	cfg   SpokeConfig
-	shard Shard
-	obs   SpokeObserver
-
-	mu sync.Mutex
-	// members is the clusterset's membership as the last hub told it,
-	// repeated in each Hello.
-	members []string
+	cfg     SpokeConfig
+	shard   Shard
+	obs     SpokeObserver
+	members *Members
 }
 
 // Members returns the clusterset's members as the last hub told them.
-func (s *Spoke) Members() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.members)
-}
+func (s *Spoke) Members() []string { return s.members.Get() }
 
-func (s *Spoke) setMembers(m []string) {
-	if len(m) > MaxMembers {
-		m = m[:MaxMembers]
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.members = slices.Clone(m)
-}
+func (s *Spoke) setMembers(m []string) { s.members.Set(m) }
 
 // NewSpoke returns a spoke sending shard's updates.
 func NewSpoke(cfg SpokeConfig, shard Shard, obs SpokeObserver) *Spoke {
-	return &Spoke{cfg: cfg, shard: shard, obs: obs}
+	m := cfg.Members
+	if m == nil {
+		m = &Members{}
+	}
+	return &Spoke{cfg: cfg, shard: shard, obs: obs, members: m}
 }
 
 // Session runs one stream from dial until it fails or ctx ends, and

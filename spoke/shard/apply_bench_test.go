@@ -70,8 +70,8 @@ func BenchmarkBuilderFirstShard(b *testing.B) {
 			in := clusterInputs(services, 10, services/10)
 			b.ReportAllocs()
 			for b.Loop() {
-				tr := NewTracker()
-				NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr, slog.New(slog.NewTextHandler(io.Discard, nil))).Apply(in, nil)
+				tr := newTracked()
+				NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr.Tracker, slog.New(slog.NewTextHandler(io.Discard, nil))).Apply(in, nil)
 				u := tr.Next("n", 4<<20)
 				for i := range u.Len() {
 					_ = u.Chunk(i)

@@ -64,8 +64,8 @@ func demoInputs() demoObjects {
 func TestBuilderFollowsChanges(t *testing.T) {
 	d := demoInputs()
 	in := d.in
-	tr := NewTracker()
-	b := NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tr := newTracked()
+	b := NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, tr.Tracker, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	runBuilder(t, b)
 	b.Apply(in, nil)
 	if services, endpoints, workloads := tr.Counts(); services != 1 || endpoints != 1 || workloads != 1 {
@@ -144,7 +144,7 @@ func runBuilder(t *testing.T, b *Builder) {
 
 // awaitNext returns the tracker's next update once there is one: after a
 // resync, once the builder has written the shard anew.
-func awaitNext(t *testing.T, tr *Tracker, nonce string) *federationpb.ShardUpdate {
+func awaitNext(t *testing.T, tr tracked, nonce string) *federationpb.ShardUpdate {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

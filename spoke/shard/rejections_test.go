@@ -26,7 +26,7 @@ import (
 // metrics, a log and a reporter.
 type rejectionFixture struct {
 	in       *normalizetest.Inputs
-	tr       *Tracker
+	tr       tracked
 	b        *Builder
 	reg      *prometheus.Registry
 	logs     *bytes.Buffer
@@ -73,13 +73,13 @@ func newRejectionFixture(t *testing.T) *rejectionFixture {
 			echoService(8080), echoPod("10.0.0.1"), echoSlice("echo-1", true, "10.0.0.1", "10.0.0.2", "10.0.0.3"),
 			&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo", CreationTimestamp: metav1.Unix(1000, 0)}},
 		),
-		tr:       NewTracker(),
+		tr:       newTracked(),
 		reg:      prometheus.NewRegistry(),
 		logs:     &bytes.Buffer{},
 		reported: &recordingReporter{},
 	}
 	log := slog.New(slog.NewTextHandler(f.logs, nil)).With("cluster", "east")
-	f.b = NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, f.tr, log, WithMetrics(f.reg), WithReporter(f.reported))
+	f.b = NewBuilder(normalize.Options{ClusterID: "east", Network: "n1"}, f.tr.Tracker, log, WithMetrics(f.reg), WithReporter(f.reported))
 	runBuilder(t, f.b)
 	f.b.Apply(f.in, nil)
 	f.send(t)
@@ -159,11 +159,32 @@ func (r *recordingReporter) take() []string {
 	return out
 }
 
+func allReady(eps []*federationpb.Endpoint) bool {
+	for _, e := range eps {
+		if !e.GetReady() {
+			return false
+		}
+	}
+	return true
+}
+
+func endpointAt(eps []*federationpb.Endpoint, address string) *federationpb.Endpoint {
+	for _, e := range eps {
+		if e.GetAddress() == address {
+			return e
+		}
+	}
+	return nil
+}
+
+// addresses returns the endpoints' addresses, sorted: an update lists
+// its objects in no particular order.
 func addresses(eps []*federationpb.Endpoint) []string {
 	var out []string
 	for _, e := range eps {
 		out = append(out, e.GetAddress())
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -194,7 +215,7 @@ func TestBuilderKeepsLastGoodSlice(t *testing.T) {
 	f.put(echoService(8080), echoPod("10.0.0.1"))
 	f.tr.Reconnected(false, 0)
 	u := awaitNext(t, f.tr, "full")
-	if got := addresses(u.GetEndpoints()); !slices.Equal(got, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}) || !u.GetEndpoints()[0].GetReady() {
+	if got := addresses(u.GetEndpoints()); !slices.Equal(got, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}) || !allReady(u.GetEndpoints()) {
 		t.Errorf("the full state's endpoints %v, want the last good slice's", u.GetEndpoints())
 	}
 	f.tr.Acked(u.GetVersion())
@@ -212,7 +233,7 @@ func TestBuilderKeepsLastGoodSlice(t *testing.T) {
 	// Fixed: the new version replaces the last good one.
 	f.put(echoSlice("echo-1", false, "10.0.0.1", "10.0.0.2", "10.0.0.4"))
 	u = f.send(t)
-	if got := addresses(u.GetEndpoints()); !slices.Equal(got, []string{"10.0.0.1", "10.0.0.4"}) || u.GetEndpoints()[0].GetReady() {
+	if got := addresses(u.GetEndpoints()); !slices.Equal(got, []string{"10.0.0.1", "10.0.0.4"}) || endpointAt(u.GetEndpoints(), "10.0.0.1").GetReady() {
 		t.Errorf("endpoints changed %v, want 10.0.0.1 (not ready) and 10.0.0.4", u.GetEndpoints())
 	}
 	if got := u.GetRemovedEndpoints(); !slices.Equal(got, []string{"demo/echo/10.0.0.3"}) {
@@ -329,8 +350,8 @@ func TestBuilderKeepsLastGoodWorkload(t *testing.T) {
 func TestBuilderRejectsWithoutMetrics(t *testing.T) {
 	in := normalizetest.NewInputs(echoService(70000),
 		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo"}})
-	tr := NewTracker()
-	b := NewBuilder(normalize.Options{ClusterID: "east"}, tr, slog.New(slog.DiscardHandler), WithMetrics(nil))
+	tr := newTracked()
+	b := NewBuilder(normalize.Options{ClusterID: "east"}, tr.Tracker, slog.New(slog.DiscardHandler), WithMetrics(nil))
 	b.Apply(in, nil)
 	if s, _, _ := tr.Counts(); s != 0 {
 		t.Errorf("%d services, want none", s)

@@ -32,20 +32,23 @@ type objKey struct {
 	key  string
 }
 
-// Tracker is a spoke's current shard plus what the hub has not yet
-// acknowledged. It is safe for concurrent use by one writer (the Builder)
-// and one reader (the uplink).
+// Tracker is a spoke's current shard, and for each hub replica it streams
+// to (a [Stream]) what that replica has not yet acknowledged. It is safe
+// for concurrent use by one writer (the Builder) and one reader per
+// stream (an uplink).
 //
-// One update is in flight at a time: changes made meanwhile collect in the
-// dirty set and leave together in the next delta, which is how bursts
-// coalesce without delaying a lone change.
+// Each object is encoded once, when it changes, and its record is shared
+// by every stream's dirty set: a spoke's cost per hub replica is the
+// sending, not the encoding.
 //
 // The tracker keeps a hash of each object's [record], not the object: a
 // cluster's shard is the spoke's largest structure, and the source's
-// caches already hold what it is made of. Changed objects wait in the
-// dirty set as records until sent. When the hub needs the whole shard
-// again (it lost the spoke's session, or rejected an update), the tracker
-// asks the shard's writer to write it anew (see [Tracker.Resync]).
+// caches already hold what it is made of. Changed objects wait in each
+// stream's dirty set as records until sent. When a replica needs the
+// whole shard again (it lost the spoke's session, or rejected an update,
+// or the stream is new), the tracker asks the shard's writer to write it
+// anew (see [Tracker.Resync]); the other streams take from that rewrite
+// only what changed.
 type Tracker struct {
 	session string
 	seed    maphash.Seed
@@ -56,16 +59,43 @@ type Tracker struct {
 	endpoints map[string]map[string]uint64 // service key → endpoint key
 	nEndpoint int
 	workloads map[string]uint64
+	// old holds the shard's hashes during an Update that called Reset:
+	// the streams that keep sending deltas compare the rewrite with it.
+	old *hashes
 
 	// scratch is where objects are encoded to be hashed: a record is
 	// allocated only for an object that changed.
 	scratch []byte
 
-	synced bool // the source has delivered its initial state
+	synced  bool // the source has delivered its initial state
+	streams map[*Stream]struct{}
+
+	resync chan struct{} // has a value when the writer must write the whole shard
+	// resyncAsked: a resync was asked for and no Reset has answered it.
+	resyncAsked bool
+}
+
+// hashes are the shard's objects' hashes by key.
+type hashes struct {
+	services  map[string]uint64
+	endpoints map[string]map[string]uint64
+	workloads map[string]uint64
+}
+
+// Stream is what one hub replica has of the tracker's shard and what it
+// is still to be sent. One update is in flight at a time: changes made
+// meanwhile collect in the dirty set and leave together in the next
+// delta, which is how bursts coalesce without delaying a lone change.
+type Stream struct {
+	t *Tracker
+
 	// dirty holds the changed objects' records; "" for a removed one.
 	dirty map[objKey]record
 	// complete: dirty holds every object, as after a Reset (and at first).
-	complete     bool
+	complete bool
+	// collecting: the Update in progress called Reset, and this stream
+	// takes every object written, changed or not.
+	collecting   bool
 	clusterDirty bool
 	firstDirty   time.Time // when the oldest unsent change was made
 
@@ -78,14 +108,12 @@ type Tracker struct {
 	needFull        bool   // the next update must be the full state
 
 	changed chan struct{} // has a value when something is waiting to be sent
-	resync  chan struct{} // has a value when the writer must write the whole shard
-	// resyncAsked: a resync was asked for and no Reset has answered it.
-	resyncAsked bool
 }
 
-var _ syncproto.Shard = (*Tracker)(nil)
+var _ syncproto.Shard = (*Stream)(nil)
 
-// NewTracker returns an empty tracker with a new random session.
+// NewTracker returns an empty tracker with a new random session and no
+// streams.
 func NewTracker() *Tracker {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -95,19 +123,43 @@ func NewTracker() *Tracker {
 		services:  map[string]uint64{},
 		endpoints: map[string]map[string]uint64{},
 		workloads: map[string]uint64{},
-		dirty:     map[objKey]record{},
-		complete:  true,
-		needFull:  true,
-		changed:   make(chan struct{}, 1),
+		streams:   map[*Stream]struct{}{},
 		resync:    make(chan struct{}, 1),
 	}
 }
 
-// Resync has a value when the hub needs the whole shard and the tracker
+// Open returns a new stream of the shard, for one hub replica. Its first
+// update is the full state: a stream opened before anything was written
+// collects it as it is written; a later one has the writer write the
+// shard anew. Close it when the replica is gone.
+func (t *Tracker) Open() *Stream {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := &Stream{
+		t:        t,
+		dirty:    map[objKey]record{},
+		complete: len(t.services) == 0 && len(t.endpoints) == 0 && len(t.workloads) == 0,
+		needFull: true,
+		changed:  make(chan struct{}, 1),
+	}
+	t.streams[s] = struct{}{}
+	s.signal()
+	return s
+}
+
+// Close forgets the stream: the tracker no longer collects its changes.
+func (s *Stream) Close() {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	delete(s.t.streams, s)
+	s.dirty, s.inflight = nil, nil
+}
+
+// Resync has a value when a stream needs the whole shard and the tracker
 // does not hold it (it keeps hashes, not objects): the shard's writer then
 // writes it anew, in one [Tracker.Update] that calls [Writer.Reset] first.
-// Until then no update leaves; a tracker whose writer never resyncs sends
-// no full state after its first.
+// Until then no full state leaves; a tracker whose writer never resyncs
+// sends no full state after its first.
 func (t *Tracker) Resync() <-chan struct{} { return t.resync }
 
 // AnswerResyncs calls write each time the tracker asks for the whole shard
@@ -130,11 +182,11 @@ func (t *Tracker) AnswerResyncs(ctx context.Context, write func()) {
 func (t *Tracker) Session() string { return t.session }
 
 // Changed has a value when there may be something new to send.
-func (t *Tracker) Changed() <-chan struct{} { return t.changed }
+func (s *Stream) Changed() <-chan struct{} { return s.changed }
 
-func (t *Tracker) signal() {
+func (s *Stream) signal() {
 	select {
-	case t.changed <- struct{}{}:
+	case s.changed <- struct{}{}:
 	default:
 	}
 }
@@ -150,55 +202,139 @@ func (t *Tracker) Counts() (services, endpoints, workloads int) {
 // with the current object and records a change only when it differs.
 type Writer struct{ t *Tracker }
 
-// Update runs fn with the tracker locked and then tells the uplink. synced
-// marks the source's initial state complete: nothing is sent before.
+// Update runs fn with the tracker locked and then tells the streams.
+// synced marks the source's initial state complete: nothing is sent
+// before.
 func (t *Tracker) Update(now time.Time, synced bool, fn func(w Writer)) {
 	t.mu.Lock()
-	before := len(t.dirty)
-	clusterBefore := t.clusterDirty
+	type mark struct {
+		dirty   int
+		cluster bool
+	}
+	before := make(map[*Stream]mark, len(t.streams))
+	for s := range t.streams {
+		before[s] = mark{len(s.dirty), s.clusterDirty}
+	}
 	fn(Writer{t})
-	if (len(t.dirty) > before || t.clusterDirty != clusterBefore) && t.firstDirty.IsZero() {
-		t.firstDirty = now
+	if t.old != nil {
+		t.endReset()
+	}
+	for s, b := range before {
+		if (len(s.dirty) > b.dirty || s.clusterDirty != b.cluster) && s.firstDirty.IsZero() {
+			s.firstDirty = now
+		}
 	}
 	t.synced = t.synced || synced
 	t.mu.Unlock()
-	t.signal()
+	for s := range before {
+		s.signal()
+	}
+}
+
+// mark records the change of k, with r its record ("" for a removal), in
+// every stream that takes it.
+func (t *Tracker) mark(k objKey, r record, changed bool) {
+	for s := range t.streams {
+		if changed || (s.collecting && r != "") {
+			s.dirty[k] = r
+		}
+	}
 }
 
 // diff encodes m, the object k, as an element of field and returns its
 // hash; unless prev (its hash so far, when had) is the same, it marks k
-// dirty with the record.
+// dirty with the record. The record is allocated once for every stream.
 func (w Writer) diff(k objKey, field protowire.Number, m proto.Message, prev uint64, had bool) (uint64, error) {
-	b, err := appendRecord(w.t.scratch[:0], field, m)
-	w.t.scratch = b[:0]
+	t := w.t
+	b, err := appendRecord(t.scratch[:0], field, m)
+	t.scratch = b[:0]
 	if err != nil {
 		return 0, err
 	}
-	h := maphash.Bytes(w.t.seed, b)
-	if !had || h != prev {
-		w.t.dirty[k] = record(b)
+	h := maphash.Bytes(t.seed, b)
+	changed := !had || h != prev
+	for s := range t.streams {
+		if changed || s.collecting {
+			t.mark(k, record(b), changed)
+			break
+		}
 	}
 	return h, nil
 }
 
-// Reset forgets the shard (not the cluster's facts): what is written next
-// is the whole shard, and it leaves as the full state (a delta would lose
-// the removals Reset forgets).
+// Reset forgets the shard (not the cluster's facts): what is written in
+// the rest of this Update is the whole shard, and leaves as the full
+// state to the streams that need it. The other streams get what the
+// rewrite changed, removals included.
 func (w Writer) Reset() {
 	t := w.t
+	if t.old == nil {
+		t.old = &hashes{t.services, t.endpoints, t.workloads}
+	}
 	t.services, t.endpoints, t.workloads, t.nEndpoint = map[string]uint64{}, map[string]map[string]uint64{}, map[string]uint64{}, 0
-	t.dirty, t.complete, t.needFull, t.resyncAsked = map[objKey]record{}, true, true, false
+	for s := range t.streams {
+		if s.needFull {
+			s.dirty, s.complete, s.collecting = map[objKey]record{}, true, true
+		}
+	}
+	t.resyncAsked = false
 	select {
 	case <-t.resync: // answered
 	default:
 	}
 }
 
+// endReset ends an Update that called Reset: what the rewrite did not
+// write is gone.
+func (t *Tracker) endReset() {
+	for k := range t.old.services {
+		if _, ok := t.services[k]; !ok {
+			t.mark(objKey{kindService, k}, "", true)
+		}
+	}
+	for svc, eps := range t.old.endpoints {
+		now := t.endpoints[svc]
+		for k := range eps {
+			if _, ok := now[k]; !ok {
+				t.mark(objKey{kindEndpoint, k}, "", true)
+			}
+		}
+	}
+	for k := range t.old.workloads {
+		if _, ok := t.workloads[k]; !ok {
+			t.mark(objKey{kindWorkload, k}, "", true)
+		}
+	}
+	t.old = nil
+	for s := range t.streams {
+		s.collecting = false
+	}
+}
+
+// lookup returns the hash of key in m, or during a Reset in old, which
+// the rewrite has not yet replaced.
+func lookup(m, old map[string]uint64, key string) (uint64, bool) {
+	if h, ok := m[key]; ok {
+		return h, true
+	}
+	h, ok := old[key]
+	return h, ok
+}
+
+func (h *hashes) get() (services, workloads map[string]uint64, endpoints map[string]map[string]uint64) {
+	if h == nil {
+		return nil, nil, nil
+	}
+	return h.services, h.workloads, h.endpoints
+}
+
 // SetCluster sets the cluster's own facts.
 func (w Writer) SetCluster(c *federationpb.Cluster) {
 	if !w.t.cluster.EqualVT(c) {
 		w.t.cluster = c
-		w.t.clusterDirty = true
+		for s := range w.t.streams {
+			s.clusterDirty = true
+		}
 	}
 }
 
@@ -210,9 +346,13 @@ func (w Writer) Cluster() *federationpb.Cluster { return w.t.cluster }
 // any: a bad version must not withdraw a good one.
 func (w Writer) PutService(s *federationpb.Service) error {
 	k := federation.KeyOfService(s)
-	prev, had := w.t.services[k]
+	oldServices, _, _ := w.t.old.get()
+	prev, had := lookup(w.t.services, oldServices, k)
 	h, err := w.diff(objKey{kindService, k}, fieldServices, s, prev, had)
 	if err != nil {
+		if had {
+			w.t.services[k] = prev
+		}
 		return fmt.Errorf("service %s: %w", k, err)
 	}
 	w.t.services[k] = h
@@ -221,9 +361,11 @@ func (w Writer) PutService(s *federationpb.Service) error {
 
 // DeleteService removes a service and its endpoints.
 func (w Writer) DeleteService(key string) {
-	if _, ok := w.t.services[key]; ok {
+	oldServices, _, _ := w.t.old.get()
+	if _, ok := lookup(w.t.services, oldServices, key); ok {
 		delete(w.t.services, key)
-		w.t.dirty[objKey{kindService, key}] = ""
+		delete(oldServices, key)
+		w.t.mark(objKey{kindService, key}, "", true)
 	}
 	w.SetEndpoints(key, nil) //nolint:errcheck // no endpoints, no errors
 }
@@ -232,12 +374,17 @@ func (w Writer) DeleteService(key string) {
 // cannot be encoded are returned as an error, and the shard keeps the
 // versions it had of them, if any.
 func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) error {
-	old := w.t.endpoints[serviceKey]
+	cur, ok := w.t.endpoints[serviceKey]
+	base := cur
+	if _, _, oldEndpoints := w.t.old.get(); !ok && oldEndpoints != nil {
+		base = oldEndpoints[serviceKey]
+		delete(oldEndpoints, serviceKey) // decided here, not at the end of the Reset
+	}
 	next := make(map[string]uint64, len(eps))
 	var errs []error
 	for _, e := range eps {
 		k := federation.EndpointKey(e)
-		prev, had := old[k]
+		prev, had := base[k]
 		h, err := w.diff(objKey{kindEndpoint, k}, fieldEndpoints, e, prev, had)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("endpoint %s: %w", k, err))
@@ -248,12 +395,12 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) er
 		}
 		next[k] = h
 	}
-	for k := range old {
+	for k := range base {
 		if _, ok := next[k]; !ok {
-			w.t.dirty[objKey{kindEndpoint, k}] = ""
+			w.t.mark(objKey{kindEndpoint, k}, "", true)
 		}
 	}
-	w.t.nEndpoint += len(next) - len(old)
+	w.t.nEndpoint += len(next) - len(cur)
 	if len(next) == 0 {
 		delete(w.t.endpoints, serviceKey)
 	} else {
@@ -267,9 +414,13 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) er
 // any.
 func (w Writer) PutWorkload(wl *federationpb.Workload) error {
 	k := federation.KeyOfWorkload(wl)
-	prev, had := w.t.workloads[k]
+	_, oldWorkloads, _ := w.t.old.get()
+	prev, had := lookup(w.t.workloads, oldWorkloads, k)
 	h, err := w.diff(objKey{kindWorkload, k}, fieldWorkloads, wl, prev, had)
 	if err != nil {
+		if had {
+			w.t.workloads[k] = prev
+		}
 		return fmt.Errorf("workload %s: %w", k, err)
 	}
 	w.t.workloads[k] = h
@@ -278,51 +429,53 @@ func (w Writer) PutWorkload(wl *federationpb.Workload) error {
 
 // DeleteWorkload removes a workload.
 func (w Writer) DeleteWorkload(uid string) {
-	if _, ok := w.t.workloads[uid]; ok {
+	_, oldWorkloads, _ := w.t.old.get()
+	if _, ok := lookup(w.t.workloads, oldWorkloads, uid); ok {
 		delete(w.t.workloads, uid)
-		w.t.dirty[objKey{kindWorkload, uid}] = ""
+		delete(oldWorkloads, uid)
+		w.t.mark(objKey{kindWorkload, uid}, "", true)
 	}
 }
 
 // Hello returns the resume facts for a new stream.
-func (t *Tracker) Hello(clusterID, build string) *federationpb.Hello {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+func (s *Stream) Hello(clusterID, build string) *federationpb.Hello {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
 	return &federationpb.Hello{
-		ClusterId: clusterID, Session: t.session, AckedVersion: t.acked, SentVersion: t.version, Build: build,
+		ClusterId: clusterID, Session: s.t.session, AckedVersion: s.acked, SentVersion: s.version, Build: build,
 	}
 }
 
-// Reconnected updates the tracker after the hub's Welcome: resumed at
+// Reconnected updates the stream after the hub's Welcome: resumed at
 // version, or not (the next update is the full state).
-func (t *Tracker) Reconnected(resume bool, version uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+func (s *Stream) Reconnected(resume bool, version uint64) {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
 	switch {
 	case !resume:
-		t.needFull = true
-	case t.inflightVer != 0 && version >= t.inflightVer:
-		t.acked = version // the in-flight update arrived; its Ack did not
-	case t.inflightFull:
-		t.needFull = true
-	case t.inflightVer != 0:
+		s.needFull = true
+	case s.inflightVer != 0 && version >= s.inflightVer:
+		s.acked = version // the in-flight update arrived; its Ack did not
+	case s.inflightFull:
+		s.needFull = true
+	case s.inflightVer != 0:
 		// Resend what may not have arrived, unless it changed since.
-		for k, r := range t.inflight {
-			if _, ok := t.dirty[k]; !ok {
-				t.dirty[k] = r
+		for k, r := range s.inflight {
+			if _, ok := s.dirty[k]; !ok {
+				s.dirty[k] = r
 			}
 		}
-		t.clusterDirty = t.clusterDirty || t.inflightCluster
-		if t.firstDirty.IsZero() {
-			t.firstDirty = time.Now()
+		s.clusterDirty = s.clusterDirty || s.inflightCluster
+		if s.firstDirty.IsZero() {
+			s.firstDirty = time.Now()
 		}
 	}
-	t.clearInflight()
-	t.signal()
+	s.clearInflight()
+	s.signal()
 }
 
-func (t *Tracker) clearInflight() {
-	t.inflight, t.inflightVer, t.inflightFull, t.inflightCluster = nil, 0, false, false
+func (s *Stream) clearInflight() {
+	s.inflight, s.inflightVer, s.inflightFull, s.inflightCluster = nil, 0, false, false
 }
 
 // Next returns the next update to send, in chunks whose encodings stay
@@ -330,13 +483,14 @@ func (t *Tracker) clearInflight() {
 // returns nil when there is nothing to send, an update is already in
 // flight, the source has not delivered its initial state, or the full
 // state is due and the writer has yet to write it (see [Tracker.Resync]).
-func (t *Tracker) Next(nonce string, maxBytes int) syncproto.Update {
+func (s *Stream) Next(nonce string, maxBytes int) syncproto.Update {
+	t := s.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.synced || t.inflightVer != 0 {
+	if !t.synced || s.inflightVer != 0 || s.dirty == nil {
 		return nil
 	}
-	if t.needFull && !t.complete {
+	if s.needFull && !s.complete {
 		if !t.resyncAsked {
 			t.resyncAsked = true
 			select {
@@ -346,23 +500,23 @@ func (t *Tracker) Next(nonce string, maxBytes int) syncproto.Update {
 		}
 		return nil
 	}
-	if !t.needFull && len(t.dirty) == 0 && !t.clusterDirty {
+	if !s.needFull && len(s.dirty) == 0 && !s.clusterDirty {
 		return nil
 	}
-	t.version++
-	first := &federationpb.ShardUpdate{Version: t.version, Nonce: nonce, Full: t.needFull}
-	if !t.firstDirty.IsZero() {
-		first.ObservedTime = timestamppb.New(t.firstDirty)
+	s.version++
+	first := &federationpb.ShardUpdate{Version: s.version, Nonce: nonce, Full: s.needFull}
+	if !s.firstDirty.IsZero() {
+		first.ObservedTime = timestamppb.New(s.firstDirty)
 	}
-	if t.needFull || t.clusterDirty {
+	if s.needFull || s.clusterDirty {
 		first.Cluster = t.cluster
 	}
 	c := newChunker(first, maxBytes)
-	for k, r := range t.dirty {
+	for k, r := range s.dirty {
 		switch {
 		case r != "":
 			c.add(r)
-		case t.needFull: // a full state lists only what is
+		case s.needFull: // a full state lists only what is
 		case k.kind == kindService:
 			c.add(removal(fieldRemovedServices, k.key))
 		case k.kind == kindEndpoint:
@@ -371,28 +525,28 @@ func (t *Tracker) Next(nonce string, maxBytes int) syncproto.Update {
 			c.add(removal(fieldRemovedWorkloads, k.key))
 		}
 	}
-	if t.needFull {
-		t.inflight, t.inflightFull = nil, true // resending it takes a resync
+	if s.needFull {
+		s.inflight, s.inflightFull = nil, true // resending it takes a resync
 	} else {
-		t.inflight = t.dirty
+		s.inflight = s.dirty
 	}
-	t.inflightVer, t.inflightCluster = t.version, t.clusterDirty || t.needFull
-	t.dirty, t.complete, t.clusterDirty, t.needFull, t.firstDirty = map[objKey]record{}, false, false, false, time.Time{}
+	s.inflightVer, s.inflightCluster = s.version, s.clusterDirty || s.needFull
+	s.dirty, s.complete, s.clusterDirty, s.needFull, s.firstDirty = map[objKey]record{}, false, false, false, time.Time{}
 	return c.done()
 }
 
 // Acked records the hub's Ack of a version, and reports whether it
 // acknowledged a full state.
-func (t *Tracker) Acked(version uint64) (full bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if version != t.inflightVer {
+func (s *Stream) Acked(version uint64) (full bool) {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	if version != s.inflightVer {
 		return false
 	}
-	full = t.inflightFull
-	t.acked = version
-	t.clearInflight()
-	t.signal()
+	full = s.inflightFull
+	s.acked = version
+	s.clearInflight()
+	s.signal()
 	return full
 }
 
@@ -400,21 +554,21 @@ func (t *Tracker) Acked(version uint64) (full bool) {
 // shard; the next update is the full state, so that the hub converges as
 // soon as the shard is acceptable again. It returns false for a Nack of a
 // version not in flight.
-func (t *Tracker) Nacked(version uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if version != t.inflightVer {
+func (s *Stream) Nacked(version uint64) bool {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	if version != s.inflightVer {
 		return false
 	}
-	t.clearInflight()
-	t.needFull = true
+	s.clearInflight()
+	s.needFull = true
 	return true
 }
 
 // Pending reports whether changes wait to be sent (for callers that delay
 // a retry until something changed).
-func (t *Tracker) Pending() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.dirty) > 0 || t.clusterDirty
+func (s *Stream) Pending() bool {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	return len(s.dirty) > 0 || s.clusterDirty
 }

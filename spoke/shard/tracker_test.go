@@ -20,7 +20,7 @@ func ep(addr string) *federationpb.Endpoint {
 // testShard is a tracker and the one service whose endpoints it tracks,
 // which it writes anew when the tracker asks (as a Builder does).
 type testShard struct {
-	*Tracker
+	tracked
 	t       testing.TB
 	eps     []*federationpb.Endpoint
 	resyncs int
@@ -28,13 +28,13 @@ type testShard struct {
 
 func newTestShard(tb testing.TB) *testShard {
 	tb.Helper()
-	return &testShard{Tracker: NewTracker(), t: tb}
+	return &testShard{tracked: newTracked(), t: tb}
 }
 
 // Next answers a resync the tracker asks for at once, as a Builder's Run
 // would before the next update.
 func (s *testShard) Next(nonce string, maxBytes int) syncproto.Update {
-	if u := s.Tracker.Next(nonce, maxBytes); u != nil {
+	if u := s.Stream.Next(nonce, maxBytes); u != nil {
 		return u
 	}
 	select {
@@ -47,7 +47,7 @@ func (s *testShard) Next(nonce string, maxBytes int) syncproto.Update {
 		w.Reset()
 		s.write(w)
 	})
-	return s.Tracker.Next(nonce, maxBytes)
+	return s.Stream.Next(nonce, maxBytes)
 }
 
 func (s *testShard) write(w Writer) {
@@ -174,7 +174,7 @@ func TestTrackerNackSendsFullState(t *testing.T) {
 // TestTrackerWithoutResync: a tracker nobody can resync sends its first
 // full state, and no other.
 func TestTrackerWithoutResync(t *testing.T) {
-	tr := NewTracker()
+	tr := newTracked()
 	tr.Update(time.Now(), true, func(w Writer) { must(t, w.SetEndpoints("demo/echo", []*federationpb.Endpoint{ep("10.0.0.1")})) })
 	if u := next(t, tr, "n1"); !u.GetFull() || len(u.GetEndpoints()) != 1 {
 		t.Fatalf("first update %v, want the full state", u)
@@ -186,7 +186,7 @@ func TestTrackerWithoutResync(t *testing.T) {
 }
 
 func TestTrackerWaitsForInitialState(t *testing.T) {
-	tr := NewTracker()
+	tr := newTracked()
 	tr.Update(time.Now(), false, func(w Writer) { w.SetCluster(&federationpb.Cluster{Id: "east"}) })
 	if u := next(t, tr, "n"); u != nil {
 		t.Fatalf("sent %v before the source's initial state", u)
@@ -198,7 +198,7 @@ func TestTrackerWaitsForInitialState(t *testing.T) {
 }
 
 func BenchmarkTrackerSetEndpoints(b *testing.B) {
-	tr := NewTracker()
+	tr := newTracked()
 	eps := make([]*federationpb.Endpoint, 10_000)
 	for i := range eps {
 		eps[i] = ep(fmt.Sprintf("10.0.%d.%d", i/256, i%256))
@@ -218,7 +218,7 @@ func TestTrackerChunks(t *testing.T) {
 	for i := range eps {
 		eps[i] = ep(fmt.Sprintf("10.0.%d.%d", i/256, i%256))
 	}
-	tr := NewTracker()
+	tr := newTracked()
 	tr.Update(time.Now(), true, func(w Writer) {
 		w.SetCluster(&federationpb.Cluster{Id: "east"})
 		if err := w.PutService(&federationpb.Service{Namespace: "demo", Name: "echo"}); err != nil {
@@ -325,4 +325,16 @@ func next(t *testing.T, tr nexter, nonce string) *federationpb.ShardUpdate {
 		return nil
 	}
 	return shardtest.Assemble(t, shardtest.Chunks(u))
+}
+
+// tracked is a tracker with one stream, as a spoke with one hub replica
+// has: the tests call either's methods on it.
+type tracked struct {
+	*Tracker
+	*Stream
+}
+
+func newTracked() tracked {
+	t := NewTracker()
+	return tracked{t, t.Open()}
 }

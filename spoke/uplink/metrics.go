@@ -1,11 +1,14 @@
 package uplink
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Collector exports an uplink's [Status] as metrics, read at each scrape,
-// and the sizes of the updates it sent:
+// Metrics exports the [Status] of a spoke's uplinks, one per hub replica,
+// as metrics read at each scrape, and the sizes of the updates they sent;
+// every series has the label hub, the replica's address:
 //
 //	meshfed_spoke_uplink_connected                    1 while the hub has welcomed the current stream
 //	meshfed_spoke_uplink_resumed                      1 when the hub resumed the last welcomed stream's session
@@ -19,36 +22,61 @@ import (
 //	meshfed_spoke_uplink_update_bytes{kind}           histogram of each update's bytes, kind full or delta
 //	meshfed_spoke_uplink_last_full_state_bytes        the last full state's bytes
 //	meshfed_spoke_uplink_last_full_state_chunks       and its chunks
-type Collector struct{ u *Uplink }
+//
+// An uplink joins when it is made with [Config.Metrics] and leaves with
+// [Metrics.Remove], when its replica is gone.
+type Metrics struct {
+	updateBytes *prometheus.HistogramVec
 
-var _ prometheus.Collector = (*Collector)(nil)
+	mu      sync.Mutex
+	uplinks map[*Uplink]struct{}
+}
 
-// NewCollector returns a collector over u.
-func NewCollector(u *Uplink) *Collector { return &Collector{u: u} }
+var _ prometheus.Collector = (*Metrics)(nil)
+
+// NewMetrics returns metrics with no uplinks yet.
+func NewMetrics() *Metrics {
+	return &Metrics{updateBytes: newUpdateBytes(), uplinks: map[*Uplink]struct{}{}}
+}
+
+func (m *Metrics) add(u *Uplink) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.uplinks[u] = struct{}{}
+}
+
+// Remove drops u's series.
+func (m *Metrics) Remove(u *Uplink) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.uplinks, u)
+	m.updateBytes.DeletePartialMatch(prometheus.Labels{"hub": u.cfg.Hub})
+}
 
 var (
+	hubLabel      = []string{"hub"}
 	connectedDesc = prometheus.NewDesc("meshfed_spoke_uplink_connected",
-		"1 while the hub has welcomed the spoke's current stream, 0 otherwise.", nil, nil)
+		"1 while the hub has welcomed the spoke's current stream, 0 otherwise.", hubLabel, nil)
 	resumedDesc = prometheus.NewDesc("meshfed_spoke_uplink_resumed",
-		"1 when the hub resumed the session of the last stream it welcomed, 0 when it asked for the full state.", nil, nil)
+		"1 when the hub resumed the session of the last stream it welcomed, 0 when it asked for the full state.", hubLabel, nil)
 	sessionsDesc = prometheus.NewDesc("meshfed_spoke_uplink_sessions_total",
-		"Streams the hub welcomed, by whether it resumed the spoke's session.", []string{"resumed"}, nil)
+		"Streams the hub welcomed, by whether it resumed the spoke's session.", []string{"hub", "resumed"}, nil)
 	reconnectsDesc = prometheus.NewDesc("meshfed_spoke_uplink_reconnects_total",
-		"New streams opened after one ended or failed to open.", nil, nil)
+		"New streams opened after one ended or failed to open.", hubLabel, nil)
 	acksDesc = prometheus.NewDesc("meshfed_spoke_uplink_acks_total",
-		"Updates the hub acknowledged.", nil, nil)
+		"Updates the hub acknowledged.", hubLabel, nil)
 	nacksDesc = prometheus.NewDesc("meshfed_spoke_uplink_nacks_total",
-		"Updates the hub rejected (it keeps its last good shard; the spoke's log has the reason).", nil, nil)
+		"Updates the hub rejected (it keeps its last good shard; the spoke's log has the reason).", hubLabel, nil)
 	lastAckDesc = prometheus.NewDesc("meshfed_spoke_uplink_last_ack_timestamp_seconds",
-		"When the hub last acknowledged an update (absent until it has).", nil, nil)
+		"When the hub last acknowledged an update (absent until it has).", hubLabel, nil)
 	ackedVersionDesc = prometheus.NewDesc("meshfed_spoke_uplink_acked_version",
-		"The version of the shard the hub last acknowledged.", nil, nil)
+		"The version of the shard the hub last acknowledged.", hubLabel, nil)
 	sentBytesDesc = prometheus.NewDesc("meshfed_spoke_uplink_sent_bytes_total",
-		"Encoded bytes of the shard updates sent, every chunk counted.", nil, nil)
+		"Encoded bytes of the shard updates sent, every chunk counted.", hubLabel, nil)
 	lastFullBytesDesc = prometheus.NewDesc("meshfed_spoke_uplink_last_full_state_bytes",
-		"Encoded bytes of the last full state sent.", nil, nil)
+		"Encoded bytes of the last full state sent.", hubLabel, nil)
 	lastFullChunksDesc = prometheus.NewDesc("meshfed_spoke_uplink_last_full_state_chunks",
-		"Chunks of the last full state sent.", nil, nil)
+		"Chunks of the last full state sent.", hubLabel, nil)
 )
 
 // newUpdateBytes returns the histogram of update sizes. Its buckets go
@@ -59,7 +87,7 @@ func newUpdateBytes() *prometheus.HistogramVec {
 		Name:    "meshfed_spoke_uplink_update_bytes",
 		Help:    "Encoded bytes of each shard update sent, every chunk counted, by kind (full or delta).",
 		Buckets: prometheus.ExponentialBuckets(256, 4, 10),
-	}, []string{"kind"})
+	}, []string{"hub", "kind"})
 }
 
 func updateKind(full bool) string {
@@ -70,24 +98,36 @@ func updateKind(full bool) string {
 }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		connectedDesc, resumedDesc, sessionsDesc, reconnectsDesc, acksDesc, nacksDesc,
 		lastAckDesc, ackedVersionDesc, sentBytesDesc, lastFullBytesDesc, lastFullChunksDesc,
 	} {
 		ch <- d
 	}
-	c.u.updateBytes.Describe(ch)
+	m.updateBytes.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.u.Status()
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	uplinks := make([]*Uplink, 0, len(m.uplinks))
+	for u := range m.uplinks {
+		uplinks = append(uplinks, u)
+	}
+	m.mu.Unlock()
+	for _, u := range uplinks {
+		collect(ch, u.cfg.Hub, u.Status())
+	}
+	m.updateBytes.Collect(ch)
+}
+
+func collect(ch chan<- prometheus.Metric, hub string, st Status) {
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, hub)
 	}
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{hub}, labels...)...)
 	}
 	gauge(connectedDesc, bit(st.Connected))
 	gauge(resumedDesc, bit(st.Resumed))
@@ -103,7 +143,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(sentBytesDesc, float64(st.BytesSent))
 	gauge(lastFullBytesDesc, float64(st.LastFullBytes))
 	gauge(lastFullChunksDesc, float64(st.LastFullChunks))
-	c.u.updateBytes.Collect(ch)
 }
 
 func bit(b bool) float64 {

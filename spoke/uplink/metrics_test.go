@@ -18,7 +18,7 @@ import (
 func TestUplinkMetrics(t *testing.T) {
 	ut := start(t, 0)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(ut.u))
+	reg.MustRegister(ut.metrics)
 
 	s := ut.dial.next(t)
 	welcome(t, s, false)
@@ -47,32 +47,32 @@ func TestUplinkMetrics(t *testing.T) {
 	want := `
 # HELP meshfed_spoke_uplink_acked_version The version of the shard the hub last acknowledged.
 # TYPE meshfed_spoke_uplink_acked_version gauge
-meshfed_spoke_uplink_acked_version 1
+meshfed_spoke_uplink_acked_version{hub="hub-a"} 1
 # HELP meshfed_spoke_uplink_acks_total Updates the hub acknowledged.
 # TYPE meshfed_spoke_uplink_acks_total counter
-meshfed_spoke_uplink_acks_total 1
+meshfed_spoke_uplink_acks_total{hub="hub-a"} 1
 # HELP meshfed_spoke_uplink_connected 1 while the hub has welcomed the spoke's current stream, 0 otherwise.
 # TYPE meshfed_spoke_uplink_connected gauge
-meshfed_spoke_uplink_connected 1
+meshfed_spoke_uplink_connected{hub="hub-a"} 1
 # HELP meshfed_spoke_uplink_last_ack_timestamp_seconds When the hub last acknowledged an update (absent until it has).
 # TYPE meshfed_spoke_uplink_last_ack_timestamp_seconds gauge
-meshfed_spoke_uplink_last_ack_timestamp_seconds 1000
+meshfed_spoke_uplink_last_ack_timestamp_seconds{hub="hub-a"} 1000
 # HELP meshfed_spoke_uplink_last_full_state_chunks Chunks of the last full state sent.
 # TYPE meshfed_spoke_uplink_last_full_state_chunks gauge
-meshfed_spoke_uplink_last_full_state_chunks 1
+meshfed_spoke_uplink_last_full_state_chunks{hub="hub-a"} 1
 # HELP meshfed_spoke_uplink_nacks_total Updates the hub rejected (it keeps its last good shard; the spoke's log has the reason).
 # TYPE meshfed_spoke_uplink_nacks_total counter
-meshfed_spoke_uplink_nacks_total 1
+meshfed_spoke_uplink_nacks_total{hub="hub-a"} 1
 # HELP meshfed_spoke_uplink_reconnects_total New streams opened after one ended or failed to open.
 # TYPE meshfed_spoke_uplink_reconnects_total counter
-meshfed_spoke_uplink_reconnects_total 1
+meshfed_spoke_uplink_reconnects_total{hub="hub-a"} 1
 # HELP meshfed_spoke_uplink_resumed 1 when the hub resumed the session of the last stream it welcomed, 0 when it asked for the full state.
 # TYPE meshfed_spoke_uplink_resumed gauge
-meshfed_spoke_uplink_resumed 1
+meshfed_spoke_uplink_resumed{hub="hub-a"} 1
 # HELP meshfed_spoke_uplink_sessions_total Streams the hub welcomed, by whether it resumed the spoke's session.
 # TYPE meshfed_spoke_uplink_sessions_total counter
-meshfed_spoke_uplink_sessions_total{resumed="false"} 1
-meshfed_spoke_uplink_sessions_total{resumed="true"} 1
+meshfed_spoke_uplink_sessions_total{hub="hub-a",resumed="false"} 1
+meshfed_spoke_uplink_sessions_total{hub="hub-a",resumed="true"} 1
 `
 	names := []string{
 		"meshfed_spoke_uplink_acked_version", "meshfed_spoke_uplink_acks_total", "meshfed_spoke_uplink_connected",
@@ -94,7 +94,12 @@ meshfed_spoke_uplink_sessions_total{resumed="true"} 1
 		for _, m := range f.GetMetric() {
 			switch f.GetName() {
 			case "meshfed_spoke_uplink_update_bytes":
-				kind := m.GetLabel()[0].GetValue()
+				var kind string
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "kind" {
+						kind = l.GetValue()
+					}
+				}
 				got["update_bytes_count_"+kind] = float64(m.GetHistogram().GetSampleCount())
 				got["update_bytes_sum_"+kind] = m.GetHistogram().GetSampleSum()
 			case "meshfed_spoke_uplink_sent_bytes_total":
@@ -114,7 +119,7 @@ meshfed_spoke_uplink_sessions_total{resumed="true"} 1
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
-	problems, err := testutil.CollectAndLint(NewCollector(ut.u))
+	problems, err := testutil.CollectAndLint(ut.metrics)
 	if err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", err, problems)
 	}

@@ -34,6 +34,13 @@ const DefaultAckTimeout = time.Minute
 type Config struct {
 	ClusterID string
 	Build     string
+	// Hub names the hub replica in logs and metrics (its address).
+	Hub string
+	// Metrics, when set, exports the uplink's status (see [Metrics]).
+	Metrics *Metrics
+	// Members, when set, is the clusterset's membership shared with the
+	// spoke's uplinks to other hub replicas.
+	Members *syncproto.Members
 	// MaxMessageBytes bounds the messages this spoke sends, when the hub
 	// announces no lower limit.
 	MaxMessageBytes int
@@ -130,7 +137,7 @@ type Uplink struct {
 	spoke  *syncproto.Spoke
 	// updateBytes is the histogram of the updates' sizes, by kind (its
 	// observations are not in the Status).
-	updateBytes *prometheus.HistogramVec
+	updateBytes prometheus.ObserverVec
 
 	mu     sync.Mutex
 	status Status
@@ -143,7 +150,13 @@ func New(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger) *Upli
 }
 
 func newUplink(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger, clk clock.WithDelayedExecution, jitter func(int64) int64) *Uplink {
-	u := &Uplink{cfg: cfg.WithDefaults(), dial: dial, log: log, clock: clk, jitter: jitter, updateBytes: newUpdateBytes()}
+	u := &Uplink{cfg: cfg.WithDefaults(), dial: dial, log: log, clock: clk, jitter: jitter}
+	vec := newUpdateBytes()
+	if cfg.Metrics != nil {
+		vec = cfg.Metrics.updateBytes
+		cfg.Metrics.add(u)
+	}
+	u.updateBytes = vec.MustCurryWith(prometheus.Labels{"hub": cfg.Hub})
 	u.spoke = syncproto.NewSpoke(syncproto.SpokeConfig{
 		ClusterID:       u.cfg.ClusterID,
 		Build:           u.cfg.Build,
@@ -153,6 +166,7 @@ func newUplink(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger,
 		NackBackoff:     nackBackoff,
 		MaxNackBackoff:  u.cfg.MaxBackoff,
 		Clock:           clk,
+		Members:         cfg.Members,
 	}, shard, observer{u})
 	return u
 }

@@ -120,11 +120,13 @@ func (c *recordingClock) reconnect(t *testing.T) time.Duration {
 }
 
 type uplinkTest struct {
-	u     *Uplink
-	clock *recordingClock
-	dial  *dialer
-	t     *shard.Tracker
-	fulls chan struct{}
+	u       *Uplink
+	clock   *recordingClock
+	dial    *dialer
+	t       *shard.Tracker
+	stream  *shard.Stream
+	metrics *Metrics
+	fulls   chan struct{}
 }
 
 // start runs an uplink of a tracker holding one endpoint, with the
@@ -137,17 +139,19 @@ func start(t *testing.T, failDials int) *uplinkTest {
 		t:     shard.NewTracker(),
 		fulls: make(chan struct{}, 8),
 	}
+	ut.stream = ut.t.Open()
 	ut.t.Update(time.Now(), true, func(w shard.Writer) {
 		w.SetCluster(&federationpb.Cluster{Id: "east"})
 		if err := w.SetEndpoints("demo/echo", []*federationpb.Endpoint{{Namespace: "demo", Service: "echo", Address: "10.0.0.1"}}); err != nil {
 			t.Fatal(err)
 		}
 	})
+	ut.metrics = NewMetrics()
 	cfg := Config{
-		ClusterID: "east", MinBackoff: time.Second, MaxBackoff: time.Minute, ReconnectJitter: 300 * time.Millisecond,
+		ClusterID: "east", Hub: "hub-a", Metrics: ut.metrics, MinBackoff: time.Second, MaxBackoff: time.Minute, ReconnectJitter: 300 * time.Millisecond,
 		FullAcked: func() { ut.fulls <- struct{}{} },
 	}
-	ut.u = newUplink(cfg, ut.t, ut.dial.dial, slog.New(slog.DiscardHandler), ut.clock, func(n int64) int64 { return n - 1 })
+	ut.u = newUplink(cfg, ut.stream, ut.dial.dial, slog.New(slog.DiscardHandler), ut.clock, func(n int64) int64 { return n - 1 })
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- ut.u.Run(ctx) }()

@@ -277,15 +277,15 @@ func betaInputs[T any](objs []T) *normalizetest.Inputs {
 // tracker's full update, its lists sorted.
 func fullShard(t *testing.T, in normalize.Inputs, opts normalize.Options) *federationpb.ShardUpdate {
 	t.Helper()
-	tr := shard.NewTracker()
-	shard.NewBuilder(opts, tr, slog.New(slog.NewTextHandler(io.Discard, nil))).Apply(in, nil)
+	tr := newTrackedShard()
+	shard.NewBuilder(opts, tr.Tracker, slog.New(slog.NewTextHandler(io.Discard, nil))).Apply(in, nil)
 	return sortedFull(t, tr)
 }
 
 // sortedFull returns the tracker's next update, which must be the full
 // state, with its lists sorted. After a reconnect, the update waits for
 // the builder to write the shard anew.
-func sortedFull(t *testing.T, tr *shard.Tracker) *federationpb.ShardUpdate {
+func sortedFull(t *testing.T, tr trackedShard) *federationpb.ShardUpdate {
 	t.Helper()
 	deadline := time.NewTimer(waitTimeout)
 	defer deadline.Stop()
@@ -314,3 +314,14 @@ func sortedFull(t *testing.T, tr *shard.Tracker) *federationpb.ShardUpdate {
 }
 
 var testOptions = normalize.Options{ClusterID: "east", Network: "net-default"}
+
+// trackedShard is a shard tracker with one stream, to one hub.
+type trackedShard struct {
+	*shard.Tracker
+	*shard.Stream
+}
+
+func newTrackedShard() trackedShard {
+	t := shard.NewTracker()
+	return trackedShard{t, t.Open()}
+}

@@ -36,7 +36,7 @@ type mirror struct {
 
 // pull applies the tracker's pending updates, acknowledging each. It runs
 // on the source's goroutine, right after the builder applied a batch.
-func (m *mirror) pull(tr *shard.Tracker) {
+func (m *mirror) pull(tr trackedShard) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for u := tr.Next("mirror", 0); u != nil; u = tr.Next("mirror", 0) {
@@ -111,8 +111,8 @@ func TestRejectedObjectsOnAPIServer(t *testing.T) {
 	must(t, err)
 	var written sync.Map // event name → *corev1.Event
 	src.eventWritten = func(ev *corev1.Event) { written.Store(ev.Name, ev) }
-	tr := shard.NewTracker()
-	builder := shard.NewBuilder(testOptions, tr, log.With("component", "builder"), shard.WithReporter(src))
+	tr := newTrackedShard()
+	builder := shard.NewBuilder(testOptions, tr.Tracker, log.With("component", "builder"), shard.WithReporter(src))
 	m := &mirror{endpoints: map[string]bool{}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -126,7 +126,7 @@ type harness struct {
 	kube    *kubefake.Clientset
 	mcs     *mcsfake.Clientset
 	src     *Source
-	tracker *shard.Tracker
+	tracker trackedShard
 	updates chan update
 	status  chan statusEvent
 	// statusByKey holds the checks received but not yet asked for.
@@ -159,7 +159,7 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 	h := &harness{
 		kube:        kubefake.NewClientset(kubeObjs...),
 		mcs:         mcsfake.NewSimpleClientset(mcsObjs...),
-		tracker:     shard.NewTracker(),
+		tracker:     newTrackedShard(),
 		updates:     make(chan update, 1000), // tests that look at status only need not read them
 		status:      make(chan statusEvent, 100),
 		statusByKey: map[string][]statusEvent{},
@@ -190,7 +190,7 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 	for _, o := range opts {
 		o(h)
 	}
-	builder := shard.NewBuilder(testOptions, h.tracker, log.With("component", "builder"), shard.WithReporter(h.src))
+	builder := shard.NewBuilder(testOptions, h.tracker.Tracker, log.With("component", "builder"), shard.WithReporter(h.src))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	resyncs := make(chan error, 1)
