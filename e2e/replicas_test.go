@@ -1,0 +1,258 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// startVIP stands for an ordinary Service in front of hub replicas: it
+// forwards each connection to the first backend that accepts it, as
+// kube-proxy does once a dead pod's endpoint is gone.
+func startVIP(t *testing.T, backends ...string) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, func(ctx context.Context) error {
+		stop := context.AfterFunc(ctx, func() { _ = lis.Close() })
+		defer stop()
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return nil //nolint:nilerr // the listener closes when the test ends
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pipeToFirst(ctx, c, backends)
+			}()
+		}
+	})
+	return lis.Addr().String()
+}
+
+func pipeToFirst(ctx context.Context, c net.Conn, backends []string) {
+	defer func() { _ = c.Close() }()
+	var s net.Conn
+	for _, b := range backends {
+		d := net.Dialer{Timeout: time.Second}
+		var err error
+		if s, err = d.DialContext(ctx, "tcp", b); err == nil {
+			break
+		}
+	}
+	if s == nil {
+		return
+	}
+	defer func() { _ = s.Close() }()
+	stop := context.AfterFunc(ctx, func() { _ = c.Close(); _ = s.Close() })
+	defer stop()
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		_ = dst.Close() // either side gone: both go, as with a dead peer
+		done <- struct{}{}
+	}
+	go pipe(s, c)
+	go pipe(c, s)
+	<-done
+	<-done
+}
+
+// edsResponse is one EDS response a watcher received.
+type edsResponse struct {
+	stream int // the watcher's stream it came on, from 1
+	at     time.Time
+	addrs  []string // every endpoint, sorted
+}
+
+// edsRecorder watches EDS through addr and reconnects whenever its
+// stream ends, as a proxy does, recording every response.
+type edsRecorder struct {
+	mu        sync.Mutex
+	responses []edsResponse
+}
+
+func recordEDS(t *testing.T, addr string) *edsRecorder {
+	t.Helper()
+	r := &edsRecorder{}
+	ads := adsClient(t, addr) // one channel, as a proxy keeps
+	runInBackground(t, func(ctx context.Context) error {
+		for stream := 1; ctx.Err() == nil; stream++ {
+			r.watch(ctx, ads, stream)
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond): // a proxy's reconnect backoff
+			}
+		}
+		return nil
+	})
+	return r
+}
+
+func (r *edsRecorder) watch(ctx context.Context, ads discovery.AggregatedDiscoveryServiceClient, stream int) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := ads.DeltaAggregatedResources(ctx)
+	if err != nil {
+		return
+	}
+	md, _ := structpb.NewStruct(map[string]any{"CLUSTER_ID": "east", "NETWORK": "n1"})
+	if s.Send(&discovery.DeltaDiscoveryRequest{
+		Node:                   &core.Node{Id: fmt.Sprintf("recorder-%d", stream), Metadata: md, Locality: &core.Locality{Region: "r1", Zone: "z-east"}},
+		TypeUrl:                resourcev3.EndpointType,
+		ResourceNamesSubscribe: []string{echoCluster},
+	}) != nil {
+		return
+	}
+	for {
+		resp, err := s.Recv()
+		if err != nil {
+			return
+		}
+		_ = s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()})
+		var addrs []string
+		for _, a := range decodeEDS(resp) {
+			addrs = append(addrs, a...)
+		}
+		slices.Sort(addrs)
+		r.mu.Lock()
+		r.responses = append(r.responses, edsResponse{stream: stream, at: time.Now(), addrs: addrs})
+		r.mu.Unlock()
+	}
+}
+
+func (r *edsRecorder) all() []edsResponse {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.responses)
+}
+
+// firstEDS returns the first EDS response of a new stream to addr: its
+// resources' names and versions, and its endpoints.
+func firstEDS(t *testing.T, addr string) (versions map[string]string, addrs []string) {
+	t.Helper()
+	d := openDelta(t, addr)
+	md, _ := structpb.NewStruct(map[string]any{"CLUSTER_ID": "east", "NETWORK": "n1"})
+	d.send(&discovery.DeltaDiscoveryRequest{
+		Node:                   &core.Node{Id: "compare", Metadata: md, Locality: &core.Locality{Region: "r1", Zone: "z-east"}},
+		TypeUrl:                resourcev3.EndpointType,
+		ResourceNamesSubscribe: []string{echoCluster},
+	})
+	resp := d.recv()
+	versions = map[string]string{}
+	for _, res := range resp.GetResources() {
+		versions[res.GetName()] = res.GetVersion()
+	}
+	for _, a := range decodeEDS(resp) {
+		addrs = append(addrs, a...)
+	}
+	slices.Sort(addrs)
+	_ = d.s.CloseSend()
+	return versions, addrs
+}
+
+// TestProcessTwoReplicas: spokes stream to both hub replicas; both serve
+// the same resources at the same versions; with one SIGKILLed, proxies
+// behind the Service reconnect to the other, which has the whole
+// clusterset at once: no response lacks a cluster, and changes keep
+// flowing. The replica restarted serves the same again.
+func TestProcessTwoReplicas(t *testing.T) {
+	flags := []string{"--xds-warmup", "20s", "--xds-warmup-quiet", "100ms"}
+	a := startProcHub(t, append(flags, "--id", "hub-a")...)
+	b := startProcHub(t, append(flags, "--id", "hub-b")...)
+	ids := []string{"east", "west", "north"}
+	spokes := map[string]*procSpoke{}
+	var want []string
+	for i, id := range ids {
+		pod := startBackend(t, fmt.Sprintf("127.0.3.%d", i+1), id)
+		want = append(want, pod.addr)
+		spokes[id] = startProcSpoke(t, a.federation+","+b.federation, id, "n1", echoManifests("z-"+id, pod))
+	}
+	slices.Sort(want)
+	for _, h := range []*procHub{a, b} {
+		for _, id := range ids {
+			h.waitCluster(t, id, time.Minute, func(c clusterRow) bool { return c.connected && c.version > 0 })
+		}
+	}
+	same := func(when string) {
+		t.Helper()
+		va, addrsA := firstEDS(t, a.xds)
+		vb, addrsB := firstEDS(t, b.xds)
+		if !slices.Equal(addrsA, want) || !slices.Equal(addrsB, want) {
+			t.Errorf("%s: replicas serve %v and %v, want %v from each", when, addrsA, addrsB, want)
+		}
+		if fmt.Sprint(va) != fmt.Sprint(vb) {
+			t.Errorf("%s: resource versions differ between replicas: %v and %v", when, va, vb)
+		}
+	}
+	same("both up")
+
+	vip := startVIP(t, a.xds, b.xds)
+	client := xdsClient(t, vip, "client-east", "east", "n1", "r1", "z-east")
+	eventually(t, client, "east")
+	rec := recordEDS(t, vip)
+	if !pollUntil(t, 30*time.Second, func() bool { return len(rec.all()) > 0 }) {
+		t.Fatal("the recorder got no response through the Service")
+	}
+
+	killed := time.Now()
+	a.kill()
+	if !pollUntil(t, 30*time.Second, func() bool {
+		got := rec.all()
+		return got[len(got)-1].stream > 1
+	}) {
+		t.Fatal("the recorder never reconnected to the other replica")
+	}
+	got := rec.all()
+	var failover time.Duration
+	for _, r := range got {
+		if r.stream > 1 {
+			failover = r.at.Sub(killed)
+			break
+		}
+	}
+
+	// Changes keep flowing through the replica left.
+	moved := startBackend(t, "127.0.3.4", "east-2")
+	spokes["east"].write(t, echoManifests("z-east", moved))
+	eventually(t, client, "east-2")
+	want = []string{"127.0.3.2", "127.0.3.3", "127.0.3.4"}
+	if !pollUntil(t, 30*time.Second, func() bool {
+		got := rec.all()
+		return slices.Equal(got[len(got)-1].addrs, want)
+	}) {
+		t.Fatalf("the recorder never saw east's new endpoint: %+v", rec.all())
+	}
+	partial := 0
+	for _, r := range rec.all() {
+		if len(r.addrs) != len(ids) {
+			partial++
+			t.Errorf("a response on stream %d lacks a cluster: %v", r.stream, r.addrs)
+		}
+	}
+	t.Logf("replica SIGKILL → the proxy is served by the other replica after %v; %d responses, %d partial",
+		failover.Round(time.Millisecond), len(rec.all()), partial)
+
+	// The killed replica comes back with every member and the same view.
+	a.start()
+	a.waitUp(t)
+	for _, id := range ids {
+		a.waitCluster(t, id, time.Minute, func(c clusterRow) bool { return c.connected && c.version > 0 })
+	}
+	same("after the restart")
+}
