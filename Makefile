@@ -39,7 +39,7 @@ test-assets: ## Build kube-apiserver and etcd for the tests (once, into .cache/t
 test test-e2e bench-e2e: export KUBEBUILDER_ASSETS := $(TESTASSETS)
 
 # The packages whose Go benchmarks time hot paths (fast at -benchtime=1x).
-HOTPATHS := ./hub/registry ./xds/resources ./xds/workloads ./spoke/shard
+HOTPATHS := ./hub/registry ./xds/resources ./xds/workloads ./spoke/shard ./spoke/uplink
 
 .PHONY: bench
 bench: build ## Run the load harness, short (meshfed vs the baseline, a table), and the hot-path benchmarks once.
@@ -50,13 +50,13 @@ bench: build ## Run the load harness, short (meshfed vs the baseline, a table), 
 bench-e2e: test-assets ## Run every Go benchmark once, incl. the end-to-end ones (long; see BENCHMARKS.md).
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=1x -timeout=60m ./...
 
+# Every func FuzzXxx(f *testing.F) of the module, found by hack/fuzz.sh,
+# one after the other, each from its seeds and testdata/fuzz corpus.
+FUZZTIME ?= 20s
+
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for a short while.
-	$(GO) test -run='^$$' -fuzz=FuzzApplyUpdate -fuzztime=20s ./hub/registry/
-	$(GO) test -run='^$$' -fuzz=FuzzValidateUpdate -fuzztime=20s ./federation/
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=20s ./spoke/source/file/
-	$(GO) test -run='^$$' -fuzz=FuzzLoadAssignment -fuzztime=20s ./xds/resources/
-	$(GO) test -run='^$$' -fuzz=FuzzProxyFromNode -fuzztime=20s ./xds/
+fuzz: ## Run every fuzz target for FUZZTIME (20s) each.
+	FUZZTIME=$(FUZZTIME) GO=$(GO) hack/fuzz.sh
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned in tools/go.mod).
