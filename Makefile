@@ -36,7 +36,7 @@ TESTASSETS      := $(CURDIR)/.cache/testassets/k8s-$(TESTASSETS_K8S:v%=%)-etcd-$
 test-assets: ## Build kube-apiserver and etcd for the tests (once, into .cache/testassets).
 	@hack/testassets/build.sh $(TESTASSETS)
 
-test test-e2e bench-e2e: export KUBEBUILDER_ASSETS := $(TESTASSETS)
+test test-e2e bench-e2e chaos: export KUBEBUILDER_ASSETS := $(TESTASSETS)
 
 # The packages whose Go benchmarks time hot paths (fast at -benchtime=1x).
 HOTPATHS := ./hub/registry ./xds/resources ./xds/workloads ./spoke/shard ./spoke/uplink
@@ -53,6 +53,10 @@ bench-e2e: test-assets ## Run every Go benchmark once, incl. the end-to-end ones
 # Every func FuzzXxx(f *testing.F) of the module, found by hack/fuzz.sh,
 # one after the other, each from its seeds and testdata/fuzz corpus.
 FUZZTIME ?= 20s
+
+.PHONY: chaos
+chaos: test-assets ## Run the chaos loop long: 60 random faults on real hub and spoke processes (CHAOS_FAULTS, CHAOS_SEED).
+	$(GO) test -race -count=1 -timeout=30m -run='^TestProcessChaos$$' ./e2e/ -args -chaos.faults=$${CHAOS_FAULTS:-60} -chaos.seed=$${CHAOS_SEED:-0}
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (20s) each.

@@ -51,6 +51,9 @@ type client struct {
 	converged atomic.Int64 // the stream on which it last had everything, 0 if none
 	at        atomic.Int64 // when it converged then, in Unix nanoseconds
 	responses atomic.Int64
+	// partial counts EDS responses holding fewer endpoints of a service
+	// than the clusterset has.
+	partial atomic.Int64
 }
 
 func newClient(w world, index int, kind string, cs *changes, wire *WireBytes) *client {
@@ -138,6 +141,9 @@ func (c *client) stream(ctx context.Context) error {
 			return err
 		}
 		st.apply(r)
+		if r.lacks(c) {
+			c.partial.Add(1)
+		}
 		if c.converged.Load() != stream && st.complete(c) {
 			c.at.Store(time.Now().UnixNano())
 			c.converged.Store(stream)
@@ -205,6 +211,17 @@ func (st *streamState) apply(r *response) {
 			delete(st.addresses, name)
 		}
 	}
+}
+
+// lacks reports whether an EDS response holds fewer endpoints of a
+// service than the clusterset has.
+func (r *response) lacks(c *client) bool {
+	for _, n := range r.endpoints {
+		if n < c.want {
+			return true
+		}
+	}
+	return false
 }
 
 // complete reports whether the client has the clusterset's full state.

@@ -46,8 +46,12 @@ type Result struct {
 
 	SpokeSyncSeconds  float64 `json:"spokeSyncSeconds"`
 	ClientSyncSeconds float64 `json:"clientSyncSeconds"`
-	// RestartSeconds: hub restart → every client has the full state again.
+	// RestartSeconds: hub SIGKILL and restart → every client has the full
+	// state again.
 	RestartSeconds float64 `json:"restartConvergeSeconds,omitempty"`
+	// RestartPartial counts the gRPC and Envoy clients' EDS responses
+	// after the restart that lacked endpoints the clusterset has.
+	RestartPartial int64 `json:"restartPartialResponses"`
 }
 
 // Report is a whole harness run.
@@ -434,15 +438,18 @@ func (r *runner) awaitStragglers(ctx context.Context) {
 	}
 }
 
-// restart restarts the hub and measures how long until every client has
-// the full state again.
+// restart SIGKILLs and restarts the hub and measures how long until
+// every client has the full state again, and how many responses
+// meanwhile lacked part of it.
 func (r *runner) restart(ctx context.Context) error {
 	gen := make([]int64, len(r.clients))
+	var partial0 int64
 	for i, c := range r.clients {
 		gen[i] = c.streams.Load()
+		partial0 += c.partial.Load()
 	}
-	if err := r.hub.stop(); err != nil {
-		return fmt.Errorf("stopping the hub: %w", err)
+	if err := r.hub.kill(); err != nil {
+		return fmt.Errorf("killing the hub: %w", err)
 	}
 	start := time.Now()
 	if err := r.hub.start(ctx, r.cfg.Timeout); err != nil {
@@ -466,7 +473,12 @@ func (r *runner) restart(ctx context.Context) error {
 		return err
 	}
 	r.res.RestartSeconds = last.Sub(start).Seconds()
-	r.logf("hub restarted: every client had the full state again after %.2fs", r.res.RestartSeconds)
+	for _, c := range r.clients {
+		r.res.RestartPartial += c.partial.Load()
+	}
+	r.res.RestartPartial -= partial0
+	r.logf("hub SIGKILLed and restarted: every client had the full state again after %.2fs; %d partial EDS responses",
+		r.res.RestartSeconds, r.res.RestartPartial)
 	return nil
 }
 

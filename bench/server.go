@@ -121,6 +121,16 @@ func (h *hubProcess) stop() error {
 	}
 }
 
+// kill ends the process with SIGKILL, as a node failure or an OOM kill
+// does (no graceful stop), and waits for it.
+func (h *hubProcess) kill() error {
+	if h.cmd == nil || h.cmd.Process == nil {
+		return nil
+	}
+	_ = h.cmd.Process.Kill()
+	return exitErr(<-h.exited)
+}
+
 func exitErr(err error) error {
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signaled() {
