@@ -96,7 +96,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 	row("hub RSS, all connected, after the churn", "MiB", func(r *Result) float64 { return r.RSSBytes / mib }, true)
 	row("spokes' initial sync", "s", func(r *Result) float64 { return r.SpokeSyncSeconds }, true)
 	row("clients' initial sync", "s", func(r *Result) float64 { return r.ClientSyncSeconds }, true)
-	row("converged after hub SIGKILL + restart", "s", func(r *Result) float64 { return r.RestartSeconds }, true)
+	row("converged after hub restart", "s", func(r *Result) float64 { return r.RestartSeconds }, true)
 	row("partial EDS responses after the restart", "", func(r *Result) float64 { return float64(r.RestartPartial) }, true)
 	return tw.Flush()
 }
