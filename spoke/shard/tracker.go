@@ -55,13 +55,15 @@ type Tracker struct {
 
 	mu        sync.Mutex
 	cluster   *federationpb.Cluster
-	services  map[string]uint64
-	endpoints map[string]map[string]uint64 // service key → endpoint key
+	cur       hashes
 	nEndpoint int
-	workloads map[string]uint64
-	// old holds the shard's hashes during an Update that called Reset:
-	// the streams that keep sending deltas compare the rewrite with it.
-	old *hashes
+	// old holds the shard's hashes during an Update that called Reset
+	// (nil maps otherwise): the streams that keep sending deltas compare
+	// the rewrite with it.
+	old hashes
+	// now is the time of the Update in progress: when the changes it
+	// marks were made.
+	now time.Time
 
 	// scratch is where objects are encoded to be hashed: a record is
 	// allocated only for an object that changed.
@@ -78,8 +80,16 @@ type Tracker struct {
 // hashes are the shard's objects' hashes by key.
 type hashes struct {
 	services  map[string]uint64
-	endpoints map[string]map[string]uint64
+	endpoints map[string]map[string]uint64 // service key → endpoint key
 	workloads map[string]uint64
+}
+
+func newHashes() hashes {
+	return hashes{map[string]uint64{}, map[string]map[string]uint64{}, map[string]uint64{}}
+}
+
+func (h hashes) empty() bool {
+	return len(h.services) == 0 && len(h.endpoints) == 0 && len(h.workloads) == 0
 }
 
 // Stream is what one hub replica has of the tracker's shard and what it
@@ -118,13 +128,11 @@ func NewTracker() *Tracker {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &Tracker{
-		session:   hex.EncodeToString(b[:]),
-		seed:      maphash.MakeSeed(),
-		services:  map[string]uint64{},
-		endpoints: map[string]map[string]uint64{},
-		workloads: map[string]uint64{},
-		streams:   map[*Stream]struct{}{},
-		resync:    make(chan struct{}, 1),
+		session: hex.EncodeToString(b[:]),
+		seed:    maphash.MakeSeed(),
+		cur:     newHashes(),
+		streams: map[*Stream]struct{}{},
+		resync:  make(chan struct{}, 1),
 	}
 }
 
@@ -138,7 +146,7 @@ func (t *Tracker) Open() *Stream {
 	s := &Stream{
 		t:        t,
 		dirty:    map[objKey]record{},
-		complete: len(t.services) == 0 && len(t.endpoints) == 0 && len(t.workloads) == 0,
+		complete: t.cur.empty(),
 		needFull: true,
 		changed:  make(chan struct{}, 1),
 	}
@@ -195,7 +203,7 @@ func (s *Stream) signal() {
 func (t *Tracker) Counts() (services, endpoints, workloads int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.services), t.nEndpoint, len(t.workloads)
+	return len(t.cur.services), t.nEndpoint, len(t.cur.workloads)
 }
 
 // Writer changes the shard inside [Tracker.Update]. Every method compares
@@ -207,29 +215,19 @@ type Writer struct{ t *Tracker }
 // before.
 func (t *Tracker) Update(now time.Time, synced bool, fn func(w Writer)) {
 	t.mu.Lock()
-	type mark struct {
-		dirty   int
-		cluster bool
-	}
-	before := make(map[*Stream]mark, len(t.streams))
-	for s := range t.streams {
-		before[s] = mark{len(s.dirty), s.clusterDirty}
-	}
+	defer t.mu.Unlock()
+	t.now = now
 	fn(Writer{t})
-	if t.old != nil {
+	if t.resetting() {
 		t.endReset()
 	}
-	for s, b := range before {
-		if (len(s.dirty) > b.dirty || s.clusterDirty != b.cluster) && s.firstDirty.IsZero() {
-			s.firstDirty = now
-		}
-	}
 	t.synced = t.synced || synced
-	t.mu.Unlock()
-	for s := range before {
+	for s := range t.streams {
 		s.signal()
 	}
 }
+
+func (t *Tracker) resetting() bool { return t.old.services != nil }
 
 // mark records the change of k, with r its record ("" for a removal), in
 // every stream that takes it.
@@ -237,7 +235,16 @@ func (t *Tracker) mark(k objKey, r record, changed bool) {
 	for s := range t.streams {
 		if changed || (s.collecting && r != "") {
 			s.dirty[k] = r
+			s.touched(t.now)
 		}
+	}
+}
+
+// touched notes that a change waits to be sent since now, unless an
+// older one does.
+func (s *Stream) touched(now time.Time) {
+	if s.firstDirty.IsZero() {
+		s.firstDirty = now
 	}
 }
 
@@ -252,12 +259,8 @@ func (w Writer) diff(k objKey, field protowire.Number, m proto.Message, prev uin
 		return 0, err
 	}
 	h := maphash.Bytes(t.seed, b)
-	changed := !had || h != prev
-	for s := range t.streams {
-		if changed || s.collecting {
-			t.mark(k, record(b), changed)
-			break
-		}
+	if changed := !had || h != prev; changed || t.resetting() {
+		t.mark(k, record(b), changed) // one allocation, every stream's
 	}
 	return h, nil
 }
@@ -268,10 +271,10 @@ func (w Writer) diff(k objKey, field protowire.Number, m proto.Message, prev uin
 // rewrite changed, removals included.
 func (w Writer) Reset() {
 	t := w.t
-	if t.old == nil {
-		t.old = &hashes{t.services, t.endpoints, t.workloads}
+	if !t.resetting() {
+		t.old = t.cur
 	}
-	t.services, t.endpoints, t.workloads, t.nEndpoint = map[string]uint64{}, map[string]map[string]uint64{}, map[string]uint64{}, 0
+	t.cur, t.nEndpoint = newHashes(), 0
 	for s := range t.streams {
 		if s.needFull {
 			s.dirty, s.complete, s.collecting = map[objKey]record{}, true, true
@@ -288,24 +291,22 @@ func (w Writer) Reset() {
 // write is gone.
 func (t *Tracker) endReset() {
 	for k := range t.old.services {
-		if _, ok := t.services[k]; !ok {
+		if _, ok := t.cur.services[k]; !ok {
 			t.mark(objKey{kindService, k}, "", true)
 		}
 	}
-	for svc, eps := range t.old.endpoints {
-		now := t.endpoints[svc]
+	// SetEndpoints took from old every service the rewrite wrote.
+	for _, eps := range t.old.endpoints {
 		for k := range eps {
-			if _, ok := now[k]; !ok {
-				t.mark(objKey{kindEndpoint, k}, "", true)
-			}
+			t.mark(objKey{kindEndpoint, k}, "", true)
 		}
 	}
 	for k := range t.old.workloads {
-		if _, ok := t.workloads[k]; !ok {
+		if _, ok := t.cur.workloads[k]; !ok {
 			t.mark(objKey{kindWorkload, k}, "", true)
 		}
 	}
-	t.old = nil
+	t.old = hashes{}
 	for s := range t.streams {
 		s.collecting = false
 	}
@@ -321,19 +322,13 @@ func lookup(m, old map[string]uint64, key string) (uint64, bool) {
 	return h, ok
 }
 
-func (h *hashes) get() (services, workloads map[string]uint64, endpoints map[string]map[string]uint64) {
-	if h == nil {
-		return nil, nil, nil
-	}
-	return h.services, h.workloads, h.endpoints
-}
-
 // SetCluster sets the cluster's own facts.
 func (w Writer) SetCluster(c *federationpb.Cluster) {
 	if !w.t.cluster.EqualVT(c) {
 		w.t.cluster = c
 		for s := range w.t.streams {
 			s.clusterDirty = true
+			s.touched(w.t.now)
 		}
 	}
 }
@@ -346,25 +341,23 @@ func (w Writer) Cluster() *federationpb.Cluster { return w.t.cluster }
 // any: a bad version must not withdraw a good one.
 func (w Writer) PutService(s *federationpb.Service) error {
 	k := federation.KeyOfService(s)
-	oldServices, _, _ := w.t.old.get()
-	prev, had := lookup(w.t.services, oldServices, k)
+	prev, had := lookup(w.t.cur.services, w.t.old.services, k)
 	h, err := w.diff(objKey{kindService, k}, fieldServices, s, prev, had)
 	if err != nil {
 		if had {
-			w.t.services[k] = prev
+			w.t.cur.services[k] = prev
 		}
 		return fmt.Errorf("service %s: %w", k, err)
 	}
-	w.t.services[k] = h
+	w.t.cur.services[k] = h
 	return nil
 }
 
 // DeleteService removes a service and its endpoints.
 func (w Writer) DeleteService(key string) {
-	oldServices, _, _ := w.t.old.get()
-	if _, ok := lookup(w.t.services, oldServices, key); ok {
-		delete(w.t.services, key)
-		delete(oldServices, key)
+	if _, ok := lookup(w.t.cur.services, w.t.old.services, key); ok {
+		delete(w.t.cur.services, key)
+		delete(w.t.old.services, key)
 		w.t.mark(objKey{kindService, key}, "", true)
 	}
 	w.SetEndpoints(key, nil) //nolint:errcheck // no endpoints, no errors
@@ -374,11 +367,11 @@ func (w Writer) DeleteService(key string) {
 // cannot be encoded are returned as an error, and the shard keeps the
 // versions it had of them, if any.
 func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) error {
-	cur, ok := w.t.endpoints[serviceKey]
+	cur, ok := w.t.cur.endpoints[serviceKey]
 	base := cur
-	if _, _, oldEndpoints := w.t.old.get(); !ok && oldEndpoints != nil {
-		base = oldEndpoints[serviceKey]
-		delete(oldEndpoints, serviceKey) // decided here, not at the end of the Reset
+	if !ok && w.t.resetting() {
+		base = w.t.old.endpoints[serviceKey]
+		delete(w.t.old.endpoints, serviceKey) // decided here, not at the end of the Reset
 	}
 	next := make(map[string]uint64, len(eps))
 	var errs []error
@@ -402,9 +395,9 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) er
 	}
 	w.t.nEndpoint += len(next) - len(cur)
 	if len(next) == 0 {
-		delete(w.t.endpoints, serviceKey)
+		delete(w.t.cur.endpoints, serviceKey)
 	} else {
-		w.t.endpoints[serviceKey] = next
+		w.t.cur.endpoints[serviceKey] = next
 	}
 	return errors.Join(errs...)
 }
@@ -414,25 +407,23 @@ func (w Writer) SetEndpoints(serviceKey string, eps []*federationpb.Endpoint) er
 // any.
 func (w Writer) PutWorkload(wl *federationpb.Workload) error {
 	k := federation.KeyOfWorkload(wl)
-	_, oldWorkloads, _ := w.t.old.get()
-	prev, had := lookup(w.t.workloads, oldWorkloads, k)
+	prev, had := lookup(w.t.cur.workloads, w.t.old.workloads, k)
 	h, err := w.diff(objKey{kindWorkload, k}, fieldWorkloads, wl, prev, had)
 	if err != nil {
 		if had {
-			w.t.workloads[k] = prev
+			w.t.cur.workloads[k] = prev
 		}
 		return fmt.Errorf("workload %s: %w", k, err)
 	}
-	w.t.workloads[k] = h
+	w.t.cur.workloads[k] = h
 	return nil
 }
 
 // DeleteWorkload removes a workload.
 func (w Writer) DeleteWorkload(uid string) {
-	_, oldWorkloads, _ := w.t.old.get()
-	if _, ok := lookup(w.t.workloads, oldWorkloads, uid); ok {
-		delete(w.t.workloads, uid)
-		delete(oldWorkloads, uid)
+	if _, ok := lookup(w.t.cur.workloads, w.t.old.workloads, uid); ok {
+		delete(w.t.cur.workloads, uid)
+		delete(w.t.old.workloads, uid)
 		w.t.mark(objKey{kindWorkload, uid}, "", true)
 	}
 }
