@@ -40,16 +40,10 @@ func (r *replicated) next(t *testing.T, s *Stream, nonce string) *federationpb.S
 	if u := next(t, s, nonce); u != nil {
 		return u
 	}
-	select {
-	case <-r.Resync():
-	default:
+	if !resyncIfAsked(r.Tracker, r.write) {
 		return nil
 	}
 	r.resyncs++
-	r.Update(time.Now(), false, func(w Writer) {
-		w.Reset()
-		r.write(w)
-	})
 	return next(t, s, nonce)
 }
 

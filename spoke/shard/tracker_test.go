@@ -37,17 +37,26 @@ func (s *testShard) Next(nonce string, maxBytes int) syncproto.Update {
 	if u := s.Stream.Next(nonce, maxBytes); u != nil {
 		return u
 	}
-	select {
-	case <-s.Resync():
-	default:
+	if !resyncIfAsked(s.Tracker, s.write) {
 		return nil
 	}
 	s.resyncs++
-	s.Update(time.Now(), false, func(w Writer) {
-		w.Reset()
-		s.write(w)
-	})
 	return s.Stream.Next(nonce, maxBytes)
+}
+
+// resyncIfAsked writes the whole shard anew with write when the tracker
+// has asked for it, as a Builder's Run does, and reports whether it had.
+func resyncIfAsked(t *Tracker, write func(Writer)) bool {
+	select {
+	case <-t.Resync():
+	default:
+		return false
+	}
+	t.Update(time.Now(), false, func(w Writer) {
+		w.Reset()
+		write(w)
+	})
+	return true
 }
 
 func (s *testShard) write(w Writer) {

@@ -3,7 +3,6 @@ package uplink
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -15,48 +14,32 @@ import (
 	"github.com/meshfed/meshfed/spoke/shard"
 )
 
-// ackingHub plays a hub replica that costs the spoke nothing of its own:
-// it welcomes, marshals each message as the gRPC transport would (that
-// encoding is the spoke's per-replica work), and acknowledges each update
-// when its last chunk arrives.
+// ackingHub plays a hub replica at the far end of s that costs the spoke
+// nothing of its own: it welcomes, marshals each message as the gRPC
+// transport would (that encoding is the spoke's per-replica work), and
+// acknowledges each update when its last chunk arrives, until s ends.
 type ackingHub struct {
-	ctx   context.Context
-	down  chan *federationpb.HubMessage
 	bytes atomic.Int64
 	acked chan uint64
 }
 
-func (h *ackingHub) Send(m *federationpb.SpokeMessage) error {
-	b, err := proto.Marshal(m)
-	if err != nil {
-		return err
-	}
-	h.bytes.Add(int64(len(b)))
-	var reply *federationpb.HubMessage
-	switch {
-	case m.GetHello() != nil:
-		reply = &federationpb.HubMessage{Kind: &federationpb.HubMessage_Welcome{Welcome: &federationpb.Welcome{HubId: "bench"}}}
-	case m.GetUpdate() != nil && !m.GetUpdate().GetMore():
-		u := m.GetUpdate()
-		reply = &federationpb.HubMessage{Kind: &federationpb.HubMessage_Ack{Ack: &federationpb.Ack{Version: u.GetVersion(), Nonce: u.GetNonce()}}}
-		defer func() { h.acked <- u.GetVersion() }()
-	default:
-		return nil
-	}
-	select {
-	case h.down <- reply:
-		return nil
-	case <-h.ctx.Done():
-		return io.EOF
-	}
-}
-
-func (h *ackingHub) Recv() (*federationpb.HubMessage, error) {
-	select {
-	case m := <-h.down:
-		return m, nil
-	case <-h.ctx.Done():
-		return nil, io.EOF
+func (h *ackingHub) serve(s *memStream) {
+	for {
+		var m *federationpb.SpokeMessage
+		select {
+		case m = <-s.up:
+		case <-s.ctx.Done():
+			return
+		}
+		b, _ := proto.Marshal(m)
+		h.bytes.Add(int64(len(b)))
+		switch u := m.GetUpdate(); {
+		case m.GetHello() != nil:
+			s.answer(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Welcome{Welcome: &federationpb.Welcome{HubId: "bench"}}})
+		case u != nil && !u.GetMore():
+			s.answer(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Ack{Ack: &federationpb.Ack{Version: u.GetVersion(), Nonce: u.GetNonce()}}})
+			h.acked <- u.GetVersion()
+		}
 	}
 }
 
@@ -84,10 +67,12 @@ func BenchmarkReplicas(b *testing.B) {
 			hubs := make([]*ackingHub, replicas)
 			done := make(chan struct{}, replicas)
 			for i := range hubs {
-				h := &ackingHub{ctx: ctx, down: make(chan *federationpb.HubMessage, 4), acked: make(chan uint64, 4)}
+				h := &ackingHub{acked: make(chan uint64, 4)}
 				hubs[i] = h
+				s := &memStream{ctx: ctx, close: cancel, up: make(chan *federationpb.SpokeMessage, 8), down: make(chan *federationpb.HubMessage, 8)}
+				go h.serve(s)
 				u := New(Config{ClusterID: "east", Hub: fmt.Sprint("hub-", i)}, tr.Open(),
-					func(context.Context) (Stream, error) { return h, nil }, slog.New(slog.DiscardHandler))
+					func(context.Context) (Stream, error) { return s, nil }, slog.New(slog.DiscardHandler))
 				go func() {
 					defer func() { done <- struct{}{} }()
 					_ = u.Run(ctx)
