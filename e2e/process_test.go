@@ -336,13 +336,29 @@ type edsWatch struct {
 func watchEDS(t *testing.T, xdsAddr string) *edsWatch {
 	t.Helper()
 	d := openDelta(t, xdsAddr)
+	d.send(edsSubscription("watcher"))
+	return &edsWatch{t: t, d: d}
+}
+
+// edsSubscription is the first request of a proxy in east's zone that
+// watches echo's endpoints.
+func edsSubscription(nodeID string) *discovery.DeltaDiscoveryRequest {
 	md, _ := structpb.NewStruct(map[string]any{"CLUSTER_ID": "east", "NETWORK": "n1"})
-	d.send(&discovery.DeltaDiscoveryRequest{
-		Node:                   &core.Node{Id: "watcher", Metadata: md, Locality: &core.Locality{Region: "r1", Zone: "z-east"}},
+	return &discovery.DeltaDiscoveryRequest{
+		Node:                   &core.Node{Id: nodeID, Metadata: md, Locality: &core.Locality{Region: "r1", Zone: "z-east"}},
 		TypeUrl:                resourcev3.EndpointType,
 		ResourceNamesSubscribe: []string{echoCluster},
-	})
-	return &edsWatch{t: t, d: d}
+	}
+}
+
+// endpointSet returns an assignment's addresses, every priority's, sorted.
+func endpointSet(a map[uint32][]string) []string {
+	var out []string
+	for _, addrs := range a {
+		out = append(out, addrs...)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // decodeEDS returns a response's assignments as priority → addresses.
@@ -482,16 +498,8 @@ func TestProcessHubRestartNeverPartial(t *testing.T) {
 	for _, id := range ids {
 		h.waitCluster(t, id, time.Minute, func(c clusterRow) bool { return c.version > 0 })
 	}
-	all := func(a map[uint32][]string) []string {
-		var out []string
-		for _, addrs := range a {
-			out = append(out, addrs...)
-		}
-		slices.Sort(out)
-		return out
-	}
 	w := watchEDS(t, h.xds)
-	w.until("every cluster", 30*time.Second, func(a map[uint32][]string) bool { return slices.Equal(all(a), want) })
+	w.until("every cluster", 30*time.Second, func(a map[uint32][]string) bool { return slices.Equal(endpointSet(a), want) })
 	for round := range 3 {
 		h.kill()
 		down := time.NewTimer(2 * time.Second)
@@ -501,7 +509,7 @@ func TestProcessHubRestartNeverPartial(t *testing.T) {
 		h.waitUp(t)
 		w := watchEDS(t, h.xds)
 		first, _ := w.until(fmt.Sprintf("round %d: a response", round), 30*time.Second, func(map[uint32][]string) bool { return true })
-		if got := all(first); !slices.Equal(got, want) {
+		if got := endpointSet(first); !slices.Equal(got, want) {
 			t.Errorf("round %d: the restarted hub's first response holds %v; want every cluster's %v", round, got, want)
 		}
 		t.Logf("round %d: first response %v after the restart", round, time.Since(start).Round(time.Millisecond))

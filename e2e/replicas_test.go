@@ -3,17 +3,15 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshfed/meshfed/internal/tcpproxy"
 )
 
 // startVIP stands for an ordinary Service in front of hub replicas: it
@@ -38,39 +36,11 @@ func startVIP(t *testing.T, backends ...string) string {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pipeToFirst(ctx, c, backends)
+				tcpproxy.Forward(ctx, c, backends...)
 			}()
 		}
 	})
 	return lis.Addr().String()
-}
-
-func pipeToFirst(ctx context.Context, c net.Conn, backends []string) {
-	defer func() { _ = c.Close() }()
-	var s net.Conn
-	for _, b := range backends {
-		d := net.Dialer{Timeout: time.Second}
-		var err error
-		if s, err = d.DialContext(ctx, "tcp", b); err == nil {
-			break
-		}
-	}
-	if s == nil {
-		return
-	}
-	defer func() { _ = s.Close() }()
-	stop := context.AfterFunc(ctx, func() { _ = c.Close(); _ = s.Close() })
-	defer stop()
-	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		_ = dst.Close() // either side gone: both go, as with a dead peer
-		done <- struct{}{}
-	}
-	go pipe(s, c)
-	go pipe(c, s)
-	<-done
-	<-done
 }
 
 // edsResponse is one EDS response a watcher received.
@@ -111,12 +81,7 @@ func (r *edsRecorder) watch(ctx context.Context, ads discovery.AggregatedDiscove
 	if err != nil {
 		return
 	}
-	md, _ := structpb.NewStruct(map[string]any{"CLUSTER_ID": "east", "NETWORK": "n1"})
-	if s.Send(&discovery.DeltaDiscoveryRequest{
-		Node:                   &core.Node{Id: fmt.Sprintf("recorder-%d", stream), Metadata: md, Locality: &core.Locality{Region: "r1", Zone: "z-east"}},
-		TypeUrl:                resourcev3.EndpointType,
-		ResourceNamesSubscribe: []string{echoCluster},
-	}) != nil {
+	if s.Send(edsSubscription(fmt.Sprintf("recorder-%d", stream))) != nil {
 		return
 	}
 	for {
@@ -125,13 +90,8 @@ func (r *edsRecorder) watch(ctx context.Context, ads discovery.AggregatedDiscove
 			return
 		}
 		_ = s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()})
-		var addrs []string
-		for _, a := range decodeEDS(resp) {
-			addrs = append(addrs, a...)
-		}
-		slices.Sort(addrs)
 		r.mu.Lock()
-		r.responses = append(r.responses, edsResponse{stream: stream, at: time.Now(), addrs: addrs})
+		r.responses = append(r.responses, edsResponse{stream: stream, at: time.Now(), addrs: endpointSet(decodeEDS(resp))})
 		r.mu.Unlock()
 	}
 }
@@ -147,23 +107,14 @@ func (r *edsRecorder) all() []edsResponse {
 func firstEDS(t *testing.T, addr string) (versions map[string]string, addrs []string) {
 	t.Helper()
 	d := openDelta(t, addr)
-	md, _ := structpb.NewStruct(map[string]any{"CLUSTER_ID": "east", "NETWORK": "n1"})
-	d.send(&discovery.DeltaDiscoveryRequest{
-		Node:                   &core.Node{Id: "compare", Metadata: md, Locality: &core.Locality{Region: "r1", Zone: "z-east"}},
-		TypeUrl:                resourcev3.EndpointType,
-		ResourceNamesSubscribe: []string{echoCluster},
-	})
+	d.send(edsSubscription("compare"))
 	resp := d.recv()
 	versions = map[string]string{}
 	for _, res := range resp.GetResources() {
 		versions[res.GetName()] = res.GetVersion()
 	}
-	for _, a := range decodeEDS(resp) {
-		addrs = append(addrs, a...)
-	}
-	slices.Sort(addrs)
 	_ = d.s.CloseSend()
-	return versions, addrs
+	return versions, endpointSet(decodeEDS(resp))
 }
 
 // TestProcessTwoReplicas: spokes stream to both hub replicas; both serve

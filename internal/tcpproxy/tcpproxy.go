@@ -36,16 +36,24 @@ func Serve(ctx context.Context, lis net.Listener, backends []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			forward(ctx, conn, backend)
+			Forward(ctx, conn, backend)
 		}()
 	}
 }
 
-func forward(ctx context.Context, client net.Conn, backend string) {
+// Forward pipes client to the first of backends that accepts a
+// connection, until either side closes or ctx ends; it closes client.
+func Forward(ctx context.Context, client net.Conn, backends ...string) {
 	defer func() { _ = client.Close() }()
-	d := net.Dialer{Timeout: 5 * time.Second}
-	server, err := d.DialContext(ctx, "tcp", backend)
-	if err != nil {
+	var server net.Conn
+	for _, b := range backends {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		var err error
+		if server, err = d.DialContext(ctx, "tcp", b); err == nil {
+			break
+		}
+	}
+	if server == nil {
 		return
 	}
 	defer func() { _ = server.Close() }()
