@@ -126,8 +126,6 @@ type Spoke struct {
 // Members returns the clusterset's members as the last hub told them.
 func (s *Spoke) Members() []string { return s.members.Get() }
 
-func (s *Spoke) setMembers(m []string) { s.members.Set(m) }
-
 // NewSpoke returns a spoke sending shard's updates.
 func NewSpoke(cfg SpokeConfig, shard Shard, obs SpokeObserver) *Spoke {
 	m := cfg.Members
@@ -280,7 +278,7 @@ func (ss *spokeSession) answer(m *federationpb.HubMessage) {
 			ss.nackBackoff = min(2*ss.nackBackoff, ss.cfg.MaxNackBackoff)
 		}
 	case m.GetMembers() != nil:
-		ss.setMembers(m.GetMembers().GetClusters())
+		ss.members.Set(m.GetMembers().GetClusters())
 	}
 	// Other kinds (a second Welcome, kinds of newer hubs) are ignored.
 }
