@@ -58,6 +58,10 @@ func (h *hubProcess) args() []string {
 	common := []string{
 		"--federation-addr", h.federation, "--xds-addr", h.xds, "--debug-addr", h.debugAddr,
 		"--insecure", "--log-level", "info",
+		// The simulated spokes start with the hub and name no members, so
+		// the first warm-up runs to its limit; restarts end it as soon as
+		// every member is back.
+		"--xds-warmup", "2s",
 	}
 	if h.kind == ServerBaseline {
 		return append([]string{"bench", "baseline-hub"}, common...)

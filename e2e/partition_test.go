@@ -139,7 +139,7 @@ func (p *partition) forward(ctx context.Context, client net.Conn) {
 // that lacks its endpoint.
 func TestProcessPartition(t *testing.T) {
 	h := startProcHub(t, "--stale-after", "1s", "--withdraw-after", "1m",
-		"--keepalive-time", "1s", "--keepalive-timeout", "1s", "--xds-warmup", "10s", "--xds-warmup-quiet", "200ms")
+		"--keepalive-time", "1s", "--keepalive-timeout", "1s", "--xds-warmup", "3s", "--xds-warmup-quiet", "200ms")
 	eastPod, westPod := startBackend(t, "127.0.3.1", "east"), startBackend(t, "127.0.3.2", "west")
 	cut := startPartition(t, h.federation)
 	startProcSpoke(t, cut.addr(), "east", "n1", echoManifests("z-east", eastPod), "--keepalive-time", "1s")

@@ -425,7 +425,7 @@ func (w *edsWatch) until(what string, timeout time.Duration, cond func(map[uint3
 func TestProcessClusterLease(t *testing.T) {
 	const staleAfter, withdrawAfter = 2 * time.Second, 5 * time.Second
 	h := startProcHub(t, "--stale-after", staleAfter.String(), "--withdraw-after", withdrawAfter.String(),
-		"--xds-warmup", "10s", "--xds-warmup-quiet", "200ms")
+		"--xds-warmup", "3s", "--xds-warmup-quiet", "200ms")
 	eastPod, westPod := startBackend(t, "127.0.3.1", "east"), startBackend(t, "127.0.3.2", "west")
 	east := startProcSpoke(t, h.federation, "east", "n1", echoManifests("z-east", eastPod))
 	west := startProcSpoke(t, h.federation, "west", "n1", echoManifests("z-west", westPod))
@@ -487,7 +487,7 @@ func TestProcessClusterLease(t *testing.T) {
 // of the clusterset is back, although the spokes return one by one (the
 // first spoke back names the others).
 func TestProcessHubRestartNeverPartial(t *testing.T) {
-	h := startProcHub(t, "--xds-warmup", "20s", "--xds-warmup-quiet", "100ms")
+	h := startProcHub(t, "--xds-warmup", "8s", "--xds-warmup-quiet", "100ms")
 	ids := []string{"east", "west", "north"}
 	var want []string
 	for i, id := range ids {

@@ -123,7 +123,7 @@ func firstEDS(t *testing.T, addr string) (versions map[string]string, addrs []st
 // clusterset at once: no response lacks a cluster, and changes keep
 // flowing. The replica restarted serves the same again.
 func TestProcessTwoReplicas(t *testing.T) {
-	flags := []string{"--xds-warmup", "20s", "--xds-warmup-quiet", "100ms"}
+	flags := []string{"--xds-warmup", "8s", "--xds-warmup-quiet", "100ms"}
 	a := startProcHub(t, append(flags, "--id", "hub-a")...)
 	b := startProcHub(t, append(flags, "--id", "hub-b")...)
 	ids := []string{"east", "west", "north"}

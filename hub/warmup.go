@@ -34,9 +34,10 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 			settled.Stop()
 		}
 	}()
-	waiting, synced := -1, -1
+	waiting, synced, wasKnown := -1, -1, false
 	for {
 		status, changed := reg.WatchStatus()
+		known := reg.MembershipKnown()
 		w, s := 0, 0
 		for _, st := range status {
 			switch {
@@ -47,13 +48,13 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 				w++
 			}
 		}
-		if w != waiting || s != synced {
-			waiting, synced = w, s
+		if w != waiting || s != synced || known != wasKnown {
+			waiting, synced, wasKnown = w, s, known
 			if settled != nil {
 				settled.Stop()
 				settled, settledC = nil, nil
 			}
-			if s > 0 && w == 0 {
+			if s > 0 && w == 0 && known {
 				settled = clk.NewTimer(quiet)
 				settledC = settled.C()
 			}
@@ -62,6 +63,11 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 		case <-ctx.Done():
 			return reg.Current()
 		case <-deadline.C():
+			if !known {
+				log.Warn("warm-up over and no spoke named the clusterset's members (a first start, or every spoke restarted as well); serving proxies what the registry has",
+					"synced", s, "waiting", w, "elapsed", limit)
+				return reg.Current()
+			}
 			log.Warn("warm-up over with clusters missing or still syncing; serving proxies what the registry has",
 				"waiting", w, "synced", s, "missing", missing(status), "elapsed", limit)
 			return reg.Current()

@@ -38,6 +38,7 @@ func TestWarmUpWaitsForConnectedSpokes(t *testing.T) {
 		t.Fatal(err)
 	}
 	west := reg.Connect("west", "s")
+	reg.Expect([]federation.ClusterID{"east", "west"}) // what their Hellos named
 	done := make(chan *registry.Snapshot)
 	go func() { done <- warmUp(t.Context(), reg, 20*time.Millisecond, time.Hour, clock.RealClock{}, quietLog) }()
 	if err := west.Apply("s", shard("west")); err != nil {
@@ -76,6 +77,7 @@ func TestWarmUpFollowsStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	west := reg.Connect("west", "s")
+	reg.Expect([]federation.ClusterID{"east"}) // east's Hello named the clusterset as it knew it
 	done := make(chan *registry.Snapshot, 1)
 	go func() { done <- warmUp(t.Context(), reg, quiet, time.Hour, clk, quietLog) }()
 	awaitWaiters(t, clk, 1) // the deadline alone: west has sent nothing
@@ -107,6 +109,58 @@ func TestWarmUpFollowsStatus(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("warm-up did not end after the quiet time")
+	}
+}
+
+// TestWarmUpNeedsNamedMembers: a spoke that has never heard from a hub
+// names no members. Its shard alone does not end the warm-up of a hub
+// that cannot tell a first start from a restart only that spoke has
+// reached: the warm-up waits for a spoke that names the members, or its
+// limit.
+func TestWarmUpNeedsNamedMembers(t *testing.T) {
+	reg := registry.New(registry.Config{})
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	const quiet, limit = time.Second, time.Minute
+	if err := reg.Connect("north", "s").Apply("s", shard("north")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *registry.Snapshot, 1)
+	go func() { done <- warmUp(t.Context(), reg, quiet, limit, clk, quietLog) }()
+	awaitWaiters(t, clk, 1) // the deadline alone
+	clk.Step(10 * quiet)
+	if len(done) != 0 {
+		t.Fatal("warm on the shard of a spoke that named no members")
+	}
+	reg.Expect([]federation.ClusterID{"east", "north"}) // east's Hello, say
+	if err := reg.Connect("east", "s").Apply("s", shard("east")); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaiters(t, clk, 2)
+	clk.Step(quiet)
+	select {
+	case snap := <-done:
+		if len(snap.Clusters()) != 2 {
+			t.Errorf("warm snapshot has %d clusters, want 2", len(snap.Clusters()))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("warm-up did not end once the members were named and synced")
+	}
+
+	// Nobody ever names them (a first start): the limit ends it.
+	fresh := registry.New(registry.Config{})
+	if err := fresh.Connect("north", "s").Apply("s", shard("north")); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- warmUp(t.Context(), fresh, quiet, limit, clk, quietLog) }()
+	awaitWaiters(t, clk, 1)
+	clk.Step(limit)
+	select {
+	case snap := <-done:
+		if len(snap.Clusters()) != 1 {
+			t.Errorf("snapshot at the limit has %d clusters, want north's", len(snap.Clusters()))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("warm-up did not end at its limit")
 	}
 }
 

@@ -64,6 +64,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	hcfg := hub.DefaultConfig()
 	hcfg.FederationAddr, hcfg.DebugAddr, hcfg.XDSAddr, hcfg.ID = *fedAddr, *debugAddr, *xdsAddr, "demo-hub"
+	// The demo's spokes start with its hub and name no members: the first
+	// warm-up runs to its limit, so keep it short.
+	hcfg.XDSWarmUp = 2 * time.Second
 	hcfg.CertFile, hcfg.KeyFile, hcfg.CAFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key"), filepath.Join(certs, "ca.crt")
 	h, err := hub.New(hcfg, log.With("process", "hub"))
 	if err != nil {

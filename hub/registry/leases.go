@@ -147,10 +147,15 @@ const MaxExpected = 1000
 // an empty shard whose lease runs from now, so that the warm-up waits for
 // it and, if it never comes back, it is withdrawn on the usual schedule.
 // IDs that are not valid cluster IDs are ignored. It returns how many it
-// added.
+// added. Called with any IDs, it makes the membership known
+// ([Registry.MembershipKnown]).
 func (r *Registry) Expect(ids []federation.ClusterID) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(ids) > 0 && !r.membershipKnown {
+		r.membershipKnown = true
+		r.statusChangedLocked()
+	}
 	added := 0
 	now := r.now()
 	for _, id := range ids {
@@ -172,6 +177,16 @@ func (r *Registry) Expect(ids []federation.ClusterID) int {
 		r.membersChangedLocked()
 	}
 	return added
+}
+
+// MembershipKnown reports whether a spoke (or the cluster policy) has
+// named the clusterset's members. A spoke that has never heard from a hub
+// names none: a hub that restarted while such a spoke reached it first
+// must not take that spoke's cluster for the whole clusterset.
+func (r *Registry) MembershipKnown() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.membershipKnown
 }
 
 // Members returns the clusters of the clusterset, sorted: every cluster

@@ -73,6 +73,10 @@ type Registry struct {
 	// membersChanged is closed when the membership changes (a cluster
 	// added or withdrawn); made only when someone watches.
 	membersChanged chan struct{}
+	// membershipKnown: a spoke or the cluster policy has named the
+	// clusterset's members (see Expect). Until then the hub cannot tell
+	// a first start from a restart that only some spokes have reached.
+	membershipKnown bool
 
 	current atomic.Pointer[Snapshot]
 }
