@@ -619,6 +619,9 @@ func checkHubServices(t *testing.T, r rendered, want map[string]int32) {
 	if sync.Spec.ClusterIP != corev1.ClusterIPNone || (sync.Spec.Type != "" && sync.Spec.Type != corev1.ServiceTypeClusterIP) {
 		t.Errorf("Service meshfed-hub-sync: type %q, clusterIP %q; want headless (clusterIP None)", sync.Spec.Type, sync.Spec.ClusterIP)
 	}
+	if !sync.Spec.PublishNotReadyAddresses {
+		t.Error("Service meshfed-hub-sync does not publish replicas that are not ready: a replica warms up on its spokes' streams, so spokes must reach it before it is ready")
+	}
 	checkServicePorts(t, sync, map[string]int32{"federation": want["federation"]})
 }
 

@@ -28,8 +28,9 @@ type chaosCluster struct {
 
 // TestProcessChaos injects random faults into two hub replicas and three
 // spokes, real processes all: spoke SIGKILL and restart, hub replica
-// SIGKILL and restart, partitions of a spoke from both replicas, and
-// endpoint changes meanwhile. A proxy behind the Service records every
+// SIGKILL and restart (also right after a change, while it pushes),
+// partitions of a spoke from both replicas, and endpoint changes
+// meanwhile. A proxy behind the Service records every
 // response. After the last fault heals, every replica must serve the
 // ground truth the spokes' manifests hold (nothing lost, nothing ghosted),
 // and no recorded response may have lacked a member cluster.
@@ -63,7 +64,7 @@ func TestProcessChaos(t *testing.T) {
 			h.waitCluster(t, c.id, time.Minute, func(r clusterRow) bool { return r.connected && r.version > 0 })
 		}
 	}
-	rec := recordEDS(t, startVIP(t, hubs[0].xds, hubs[1].xds))
+	rec := recordEDS(t, startVIP(t, hubs...))
 	if !pollUntil(t, 30*time.Second, func() bool { return len(rec.all()) > 0 }) {
 		t.Fatal("the proxy got no response through the Service")
 	}
@@ -74,7 +75,7 @@ func TestProcessChaos(t *testing.T) {
 	counts := map[string]int{}
 	for range *chaosFaults {
 		c := clusters[rng.IntN(len(clusters))]
-		switch fault := rng.IntN(4); fault {
+		switch fault := rng.IntN(5); fault {
 		case 0:
 			counts["spoke restart"]++
 			c.spoke.kill()
@@ -101,6 +102,16 @@ func TestProcessChaos(t *testing.T) {
 			c.moves++
 			c.endpoint = fmt.Sprintf("127.0.%d.%d", 10+slices.Index(clusters, c), 1+c.moves)
 			c.spoke.write(t, c.manifests())
+		case 4:
+			counts["hub replica killed mid-change"]++
+			c.moves++
+			c.endpoint = fmt.Sprintf("127.0.%d.%d", 10+slices.Index(clusters, c), 1+c.moves)
+			c.spoke.write(t, c.manifests())
+			h := hubs[rng.IntN(len(hubs))]
+			h.kill()
+			pause(2000)
+			h.start()
+			h.waitUp(t)
 		}
 		pause(500)
 	}

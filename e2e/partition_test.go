@@ -21,6 +21,10 @@ type partition struct {
 	mu   sync.Mutex
 	cut  bool
 	heal chan struct{} // closed when the cut heals
+	// budget, while armed (> 0), is how many more bytes may go to the
+	// target before the partition cuts itself; cutNow is closed then.
+	budget int64
+	cutNow chan struct{}
 }
 
 func startPartition(t *testing.T, target string) *partition {
@@ -53,6 +57,35 @@ func (p *partition) restore() {
 		p.cut = false
 		close(p.heal)
 	}
+}
+
+// cutAfter arms the partition to cut itself once n more bytes have gone
+// to the target (from any connection): a stream stopped mid-message, or
+// mid-way through a series of them. The channel is closed at the cut.
+func (p *partition) cutAfter(n int64) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.budget, p.cutNow = n, make(chan struct{})
+	return p.cutNow
+}
+
+// toTarget returns how many of n bytes bound for the target may go
+// before the armed cut, and cuts there.
+func (p *partition) toTarget(n int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.budget <= 0 || p.cut {
+		return n
+	}
+	if int64(n) < p.budget {
+		p.budget -= int64(n)
+		return n
+	}
+	allowed := int(p.budget)
+	p.budget = 0
+	p.cut, p.heal = true, make(chan struct{})
+	close(p.cutNow)
+	return allowed
 }
 
 // wait blocks while the partition is cut; false when ctx ended.
@@ -110,26 +143,31 @@ func (p *partition) forward(ctx context.Context, client net.Conn) {
 		_ = server.Close()
 	})
 	defer stop()
-	pipe := func(dst, src net.Conn) {
+	pipe := func(dst, src net.Conn, toTarget bool) {
 		defer cancel() // one side closed: close both, as the kernel would
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
-			if n > 0 {
+			for b := buf[:n]; len(b) > 0; {
 				if !p.wait(ctx) {
 					return
 				}
-				if _, werr := dst.Write(buf[:n]); werr != nil {
+				next := len(b)
+				if toTarget {
+					next = p.toTarget(next)
+				}
+				if _, werr := dst.Write(b[:next]); werr != nil {
 					return
 				}
+				b = b[next:]
 			}
 			if err != nil {
 				return // EOF or a reset: the cancel closes the other side
 			}
 		}
 	}
-	go pipe(server, client)
-	pipe(client, server)
+	go pipe(server, client, true)
+	pipe(client, server, false)
 	<-ctx.Done()
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,9 +17,10 @@ import (
 )
 
 // startVIP stands for an ordinary Service in front of hub replicas: it
-// forwards each connection to the first backend that accepts it, as
-// kube-proxy does once a dead pod's endpoint is gone.
-func startVIP(t *testing.T, backends ...string) string {
+// forwards each connection to the first replica that is ready (/readyz)
+// and accepts it, as kube-proxy does with the Service's ready endpoints.
+// With none ready, it closes the connection.
+func startVIP(t *testing.T, hubs ...*procHub) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,11 +39,33 @@ func startVIP(t *testing.T, backends ...string) string {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				tcpproxy.Forward(ctx, c, backends...)
+				var ready []string
+				for _, h := range hubs {
+					if h.ready(ctx) {
+						ready = append(ready, h.xds)
+					}
+				}
+				tcpproxy.Forward(ctx, c, ready...)
 			}()
 		}
 	})
 	return lis.Addr().String()
+}
+
+// ready reports whether the hub answers 200 on /readyz.
+func (h *procHub) ready(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.debug+"/readyz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // edsResponse is one EDS response a watcher received.
@@ -53,13 +78,24 @@ type edsResponse struct {
 // edsRecorder watches EDS through addr and reconnects whenever its
 // stream ends, as a proxy does, recording every response.
 type edsRecorder struct {
+	id        int64
+	seen      func(edsResponse) // called with each response, if set
 	mu        sync.Mutex
 	responses []edsResponse
 }
 
+var recorders atomic.Int64
+
 func recordEDS(t *testing.T, addr string) *edsRecorder {
 	t.Helper()
-	r := &edsRecorder{}
+	return recordEDSTo(t, addr, nil)
+}
+
+// recordEDSTo is recordEDS that also hands each response to seen, on the
+// recorder's goroutine.
+func recordEDSTo(t *testing.T, addr string, seen func(edsResponse)) *edsRecorder {
+	t.Helper()
+	r := &edsRecorder{id: recorders.Add(1), seen: seen}
 	ads := adsClient(t, addr) // one channel, as a proxy keeps
 	runInBackground(t, func(ctx context.Context) error {
 		for stream := 1; ctx.Err() == nil; stream++ {
@@ -81,7 +117,7 @@ func (r *edsRecorder) watch(ctx context.Context, ads discovery.AggregatedDiscove
 	if err != nil {
 		return
 	}
-	if s.Send(edsSubscription(fmt.Sprintf("recorder-%d", stream))) != nil {
+	if s.Send(edsSubscription(fmt.Sprintf("recorder-%d-%d", r.id, stream))) != nil {
 		return
 	}
 	for {
@@ -90,9 +126,13 @@ func (r *edsRecorder) watch(ctx context.Context, ads discovery.AggregatedDiscove
 			return
 		}
 		_ = s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()})
+		got := edsResponse{stream: stream, at: time.Now(), addrs: endpointSet(decodeEDS(resp))}
 		r.mu.Lock()
-		r.responses = append(r.responses, edsResponse{stream: stream, at: time.Now(), addrs: endpointSet(decodeEDS(resp))})
+		r.responses = append(r.responses, got)
 		r.mu.Unlock()
+		if r.seen != nil {
+			r.seen(got)
+		}
 	}
 }
 
@@ -153,7 +193,7 @@ func TestProcessTwoReplicas(t *testing.T) {
 	}
 	same("both up")
 
-	vip := startVIP(t, a.xds, b.xds)
+	vip := startVIP(t, a, b)
 	client := xdsClient(t, vip, "client-east", "east", "n1", "r1", "z-east")
 	eventually(t, client, "east")
 	rec := recordEDS(t, vip)

@@ -57,6 +57,9 @@ type Hub struct {
 	// hub that is shutting down reports not ready, so that its Service
 	// sends new spokes and proxies to the other replicas.
 	serving atomic.Bool
+	// warm is true once the xDS server serves (its warm-up ended), or
+	// from the start when xDS is disabled.
+	warm atomic.Bool
 }
 
 // New builds a hub and binds its listeners.
@@ -112,8 +115,6 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 			extra["GET /debug/xds"] = h.xds.SetsHandler()
 		}
 		h.http = &http.Server{
-			// Ready while warming up too: spokes reach the hub through the
-			// same Service, and the warm-up waits for them.
 			Handler:           debug.Handler(reg, promReg, h.Ready, extra),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
@@ -163,9 +164,12 @@ func (h *Hub) DebugAddr() net.Addr {
 	return h.debugLis.Addr()
 }
 
-// Ready reports whether the hub serves: from the start of Run until it
-// begins to stop (/readyz).
-func (h *Hub) Ready() bool { return h.serving.Load() }
+// Ready reports whether the hub serves proxies (/readyz): from the end
+// of its warm-up until it begins to stop. A replica still warming up is
+// not ready, so that the proxies' Service sends them to a replica that has
+// the whole clusterset; spokes reach it through the headless sync
+// Service, which lists replicas that are not ready too.
+func (h *Hub) Ready() bool { return h.serving.Load() && h.warm.Load() }
 
 // Run serves until ctx ends, then stops gracefully.
 func (h *Hub) Run(ctx context.Context) error {
@@ -189,11 +193,14 @@ func (h *Hub) Run(ctx context.Context) error {
 		h.registry.RunLeases(ctx)
 		return nil
 	})
-	if h.xds != nil {
+	if h.xds == nil {
+		h.warm.Store(true)
+	} else {
 		// The xDS server serves nothing until the registry is warm.
 		first := make(chan xds.Snapshot, 1)
 		g.Go(func() error {
 			first <- snapshotView{warmUp(ctx, h.registry, h.cfg.XDSWarmUpQuiet, h.cfg.XDSWarmUp, clock.RealClock{}, h.log.With("component", "warmup"))}
+			h.warm.Store(true)
 			return nil
 		})
 		g.Go(func() error { return h.xds.Run(ctx, first) })

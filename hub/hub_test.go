@@ -7,15 +7,19 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/meshfed/meshfed/federation"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestReadyz: /readyz answers 200 while the hub serves, and the hub stops
-// reporting ready once its context ends.
+// TestReadyz: /readyz answers 200 once the hub serves proxies (here,
+// once its only spoke has sent its shard and the warm-up's quiet time
+// passed), and the hub stops reporting ready once its context ends.
 func TestReadyz(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr, cfg.Insecure = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", true
+	cfg.XDSWarmUpQuiet = 10 * time.Millisecond
 	h, err := New(cfg, quietLog)
 	if err != nil {
 		t.Fatal(err)
@@ -31,20 +35,37 @@ func TestReadyz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
+	readyz := func() int {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
 	poll := time.NewTicker(10 * time.Millisecond)
 	defer poll.Stop()
-	for ; ; <-poll.C {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
+	deadline := time.Now().Add(time.Minute)
+	for readyz() != http.StatusServiceUnavailable {
 		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never answered 200: %v", err)
+			t.Fatal("/readyz never answered while warming up")
 		}
+		<-poll.C
+	}
+	if h.Ready() {
+		t.Error("ready with no spoke: a replica nobody has found yet would serve an empty clusterset")
+	}
+	east := h.Registry().Connect("east", "s")
+	defer east.Close()
+	h.Registry().Expect([]federation.ClusterID{"east"})
+	if err := east.Apply("s", shard("east")); err != nil {
+		t.Fatal(err)
+	}
+	for readyz() != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz never answered 200 after the warm-up")
+		}
+		<-poll.C
 	}
 	cancel()
 	if err := <-done; err != nil {

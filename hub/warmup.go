@@ -15,16 +15,26 @@ import (
 // snapshot then: every member of the clusterset the hub knows of (each
 // connected spoke, and each cluster the spokes or the policy name) has
 // sent its shard, at least one has, and none has joined or sent its shard
-// for quiet. Withdrawn clusters are not waited for. It gives up
-// waiting after limit (a hub with no spokes yet, or one that never sends)
-// or when ctx ends. It wakes on the registry's status changes only.
+// for quiet. Withdrawn clusters are not waited for. It gives up waiting
+// limit after the first spoke arrived (a member that never returns must
+// not hold proxies for ever) or when ctx ends. Until a spoke arrives it
+// waits without limit: a replica no spoke has found yet (its address is
+// new, and spokes look the hub's name up again only every few seconds)
+// would serve an empty clusterset. It wakes on the registry's status
+// changes only.
 func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Duration, clk clock.Clock, log *slog.Logger) *registry.Snapshot {
 	if limit <= 0 {
 		return reg.Current()
 	}
 	start := clk.Now()
-	deadline := clk.NewTimer(limit)
-	defer deadline.Stop()
+	// deadline runs from the first spoke's arrival; nil before it.
+	var deadline clock.Timer
+	var deadlineC <-chan time.Time
+	defer func() {
+		if deadline != nil {
+			deadline.Stop()
+		}
+	}()
 	// settled runs while the registry looks complete and its counts hold
 	// still; it is nil otherwise.
 	var settled clock.Timer
@@ -38,6 +48,10 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 	for {
 		status, changed := reg.WatchStatus()
 		known := reg.MembershipKnown()
+		if deadline == nil && len(status) > 0 {
+			deadline = clk.NewTimer(limit)
+			deadlineC = deadline.C()
+		}
 		w, s := 0, 0
 		for _, st := range status {
 			switch {
@@ -62,14 +76,14 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 		select {
 		case <-ctx.Done():
 			return reg.Current()
-		case <-deadline.C():
+		case <-deadlineC:
 			if !known {
 				log.Warn("warm-up over and no spoke named the clusterset's members (a first start, or every spoke restarted as well); serving proxies what the registry has",
-					"synced", s, "waiting", w, "elapsed", limit)
+					"synced", s, "waiting", w, "elapsed", clk.Since(start).Round(time.Millisecond))
 				return reg.Current()
 			}
 			log.Warn("warm-up over with clusters missing or still syncing; serving proxies what the registry has",
-				"waiting", w, "synced", s, "missing", missing(status), "elapsed", limit)
+				"waiting", w, "synced", s, "missing", missing(status), "elapsed", clk.Since(start).Round(time.Millisecond))
 			return reg.Current()
 		case <-settledC:
 			log.Info("registry warm: serving proxies", "clusters", s, "elapsed", clk.Since(start))

@@ -54,11 +54,34 @@ func TestWarmUpWaitsForConnectedSpokes(t *testing.T) {
 	}
 }
 
-// TestWarmUpGivesUp: with no spoke, the warm-up ends at its limit.
+// TestWarmUpGivesUp: with no spoke, the warm-up holds (a replica no
+// spoke has found yet must not serve an empty clusterset); its limit
+// counts from the first spoke's arrival.
 func TestWarmUpGivesUp(t *testing.T) {
 	reg := registry.New(registry.Config{})
-	if snap := warmUp(t.Context(), reg, time.Hour, 50*time.Millisecond, clock.RealClock{}, quietLog); len(snap.Clusters()) != 0 {
-		t.Errorf("clusters %v, want none", snap.Clusters())
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	const limit = time.Minute
+	done := make(chan *registry.Snapshot, 1)
+	go func() { done <- warmUp(t.Context(), reg, time.Hour, limit, clk, quietLog) }()
+	clk.Step(10 * limit)
+	if len(done) != 0 {
+		t.Fatal("warm with no spoke at all")
+	}
+	east := reg.Connect("east", "s") // connects and never sends its shard
+	defer east.Close()
+	awaitWaiters(t, clk, 1) // the deadline, from now
+	clk.Step(limit - time.Second)
+	if len(done) != 0 {
+		t.Fatal("warm before the limit after the first spoke arrived")
+	}
+	clk.Step(time.Second)
+	select {
+	case snap := <-done:
+		if len(snap.Clusters()) != 0 {
+			t.Errorf("clusters %v, want none", snap.Clusters())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("warm-up did not end at its limit after the first spoke arrived")
 	}
 	if snap := warmUp(t.Context(), reg, time.Hour, 0, clock.RealClock{}, quietLog); snap != reg.Current() {
 		t.Error("a warm-up of 0 did not return at once with the current snapshot")

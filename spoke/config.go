@@ -82,7 +82,7 @@ func DefaultConfig() Config {
 		InCluster:          os.Getenv("KUBERNETES_SERVICE_HOST") != "",
 		TrustDomain:        "cluster.local",
 		Hub:                "localhost:9443",
-		HubResolveInterval: 30 * time.Second,
+		HubResolveInterval: 5 * time.Second,
 		Export:             string(normalize.ExportExported),
 		DomainSuffix:       "cluster.local",
 		SystemNamespace:    "istio-system",
