@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meshfed/meshfed/internal/memlimit"
 	"github.com/meshfed/meshfed/spoke/normalize"
@@ -50,8 +53,11 @@ type Config struct {
 	Export          string
 	DomainSuffix    string
 	SystemNamespace string
-	MaxMessageBytes int
-	KeepaliveTime   time.Duration
+	// GatewayNamespaces are where east-west gateway Services are read
+	// (empty: SystemNamespace only).
+	GatewayNamespaces []string
+	MaxMessageBytes   int
+	KeepaliveTime     time.Duration
 	// AckTimeout bounds how long an update to the hub may make no progress
 	// before the spoke reopens the stream and resumes (0: one minute).
 	AckTimeout time.Duration
@@ -113,6 +119,17 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Export, "export", c.Export, `which services to federate: "exported" (MCS ServiceExport or label meshfed.io/export=true) or "all"`)
 	fs.StringVar(&c.DomainSuffix, "domain-suffix", c.DomainSuffix, "the cluster's DNS domain")
 	fs.StringVar(&c.SystemNamespace, "system-namespace", c.SystemNamespace, "namespace whose topology.istio.io/network label sets the cluster's network")
+	fs.Func("gateway-namespaces", "comma-separated namespaces whose Services may declare east-west gateways (default: --system-namespace); a gateway draws another network's traffic, so keep this to namespaces the platform team owns", func(v string) error {
+		c.GatewayNamespaces = nil
+		for ns := range strings.SplitSeq(v, ",") {
+			ns = strings.TrimSpace(ns)
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				return fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+			}
+			c.GatewayNamespaces = append(c.GatewayNamespaces, ns)
+		}
+		return nil
+	})
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest federation message sent (the hub may ask for less)")
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping the hub connection when idle for this long")
 	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "reopen the hub stream when an update makes no progress (a chunk sent, or the hub's answer) for this long")
@@ -166,12 +183,13 @@ func (c Config) Validate() error {
 
 func (c Config) normalizeOptions() normalize.Options {
 	return normalize.Options{
-		ClusterID:       c.ClusterID,
-		Network:         c.Network,
-		TrustDomain:     c.TrustDomain,
-		DomainSuffix:    c.DomainSuffix,
-		SystemNamespace: c.SystemNamespace,
-		Export:          normalize.ExportPolicy(c.Export),
+		ClusterID:         c.ClusterID,
+		Network:           c.Network,
+		TrustDomain:       c.TrustDomain,
+		DomainSuffix:      c.DomainSuffix,
+		SystemNamespace:   c.SystemNamespace,
+		GatewayNamespaces: c.GatewayNamespaces,
+		Export:            normalize.ExportPolicy(c.Export),
 	}.WithDefaults()
 }
 

@@ -13,18 +13,17 @@ import (
 )
 
 // Gateways returns the cluster's east-west gateways: every address of every
-// Service labelled topology.istio.io/network that has port 15443 (mTLS,
+// Service in o.GatewayNamespaces labelled topology.istio.io/network that
+// has port 15443 (mTLS,
 // [federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS]) or 15008 (HBONE).
 // The label or annotation networking.istio.io/gatewayPort replaces the mTLS
 // port (it is HBONE when it says 15008); the port then need not be listed
 // on the Service, as with Istio. Addresses are the load balancer's (IP,
 // else hostname), then spec.externalIPs; a Service with neither is no
 // gateway, as nothing outside the cluster can reach it.
-//
-// Options are unused today; they keep the signature of the other functions.
-func Gateways(in Inputs, _ Options) []*federationpb.Gateway {
+func Gateways(in Inputs, o Options) []*federationpb.Gateway {
 	var out []*federationpb.Gateway
-	for _, svc := range in.Services("") {
+	for _, svc := range gatewayCandidates(in, o.WithDefaults().GatewayNamespaces) {
 		network := svc.Labels[LabelNetwork]
 		if network == "" {
 			continue
@@ -51,6 +50,18 @@ func Gateways(in Inputs, _ Options) []*federationpb.Gateway {
 			cmp.Compare(a.Protocol, b.Protocol),
 		)
 	})
+	return out
+}
+
+// gatewayCandidates lists the Services of namespaces, each namespace once.
+func gatewayCandidates(in Inputs, namespaces []string) []*corev1.Service {
+	var out []*corev1.Service
+	for i, ns := range namespaces {
+		if ns == "" || slices.Contains(namespaces[:i], ns) {
+			continue
+		}
+		out = append(out, in.Services(ns)...)
+	}
 	return out
 }
 

@@ -31,7 +31,12 @@ type Options struct {
 	TrustDomain     string // default "cluster.local"
 	DomainSuffix    string // default "cluster.local"; hostnames are <name>.<ns>.svc.<DomainSuffix>
 	SystemNamespace string // default "istio-system"
-	Export          ExportPolicy
+	// GatewayNamespaces are the only namespaces east-west gateways are
+	// read from (default: SystemNamespace). A gateway attracts another
+	// network's traffic, so declaring one is for the platform team, not
+	// for whoever may create a Service somewhere in the cluster.
+	GatewayNamespaces []string
+	Export            ExportPolicy
 }
 
 // WithDefaults returns o with its empty fields set to their defaults.
@@ -44,6 +49,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.SystemNamespace == "" {
 		o.SystemNamespace = "istio-system"
+	}
+	if len(o.GatewayNamespaces) == 0 {
+		o.GatewayNamespaces = []string{o.SystemNamespace}
 	}
 	if o.Export == "" {
 		o.Export = ExportExported

@@ -298,7 +298,7 @@ func TestOptions(t *testing.T) {
 	got := normalize.Options{ClusterID: "east"}.WithDefaults()
 	want := normalize.Options{
 		ClusterID: "east", TrustDomain: "cluster.local", DomainSuffix: "cluster.local",
-		SystemNamespace: "istio-system", Export: normalize.ExportExported,
+		SystemNamespace: "istio-system", GatewayNamespaces: []string{"istio-system"}, Export: normalize.ExportExported,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WithDefaults() mismatch (-want +got):\n%s", diff)

@@ -154,8 +154,12 @@ func TestGateways(t *testing.T) {
 		return s
 	}
 	tls, hbone := pb.GatewayProtocol_GATEWAY_PROTOCOL_TLS, pb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE
+	inNamespace := func(ns string) func(*corev1.Service) {
+		return func(s *corev1.Service) { s.Namespace = ns }
+	}
 	tests := []struct {
 		name string
+		opts normalize.Options
 		svcs []*corev1.Service
 		want []*pb.Gateway
 	}{
@@ -238,6 +242,24 @@ func TestGateways(t *testing.T) {
 			},
 		},
 		{
+			name: "a namespace user's Service outside the gateway namespaces is no gateway",
+			svcs: []*corev1.Service{gw("hijack", "net2", []int32{15443, 15008}, inNamespace("team-a"))},
+		},
+		{
+			name: "gateway namespaces replace the system namespace",
+			opts: normalize.Options{GatewayNamespaces: []string{"gateways", "gateways", "team-b"}},
+			svcs: []*corev1.Service{
+				gw("eastwest", "net1", []int32{15443}),
+				gw("a", "net1", []int32{15443}, inNamespace("gateways")),
+				gw("b", "net1", []int32{15443}, inNamespace("team-b")),
+				gw("c", "net1", []int32{15443}, inNamespace("team-c")),
+			},
+			want: []*pb.Gateway{
+				{Address: "203.0.113.1", Port: 15443, Protocol: tls, Network: "net1", Service: "gateways/a"},
+				{Address: "203.0.113.1", Port: 15443, Protocol: tls, Network: "net1", Service: "team-b/b"},
+			},
+		},
+		{
 			name: "sorted by network, then service",
 			svcs: []*corev1.Service{gw("b", "net2", []int32{15443}), gw("c", "net1", []int32{15443}), gw("a", "net2", []int32{15443})},
 			want: []*pb.Gateway{
@@ -253,7 +275,7 @@ func TestGateways(t *testing.T) {
 			for _, s := range tt.svcs {
 				objs = append(objs, s)
 			}
-			got := normalize.Gateways(inputs(objs...), normalize.Options{})
+			got := normalize.Gateways(inputs(objs...), tt.opts)
 			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
 				t.Errorf("Gateways() mismatch (-want +got):\n%s", diff)
 			}

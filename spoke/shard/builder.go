@@ -158,7 +158,7 @@ func (b *Builder) apply(in normalize.Inputs, changes []normalize.Change, w Write
 		switch c.Kind {
 		case normalize.KindService:
 			services[key] = struct{}{}
-			gateways = true
+			gateways = gateways || slices.Contains(b.opts.GatewayNamespaces, c.Namespace)
 		case normalize.KindServiceExport, normalize.KindEndpointSlice:
 			services[key] = struct{}{}
 		case normalize.KindPod:
