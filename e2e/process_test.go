@@ -179,16 +179,23 @@ func (h *procHub) clusters(ctx context.Context) []clusterRow {
 	}
 	out := make([]clusterRow, 0, len(body.Clusters))
 	for _, c := range body.Clusters {
-		out = append(out, clusterRow{id: string(c.ID), state: c.State.String(), connected: c.Connected, session: c.Session, version: c.ShardVersion})
+		out = append(out, clusterRow{
+			id: string(c.ID), state: c.State.String(), connected: c.Connected, session: c.Session, version: c.ShardVersion,
+			network: c.Network, gateways: c.Gateways, refusals: c.PolicyRefusals, nackReason: c.LastNackReason,
+		})
 	}
 	return out
 }
 
 type clusterRow struct {
-	id, state string
-	connected bool
-	session   string
-	version   uint64
+	id, state  string
+	connected  bool
+	session    string
+	version    uint64
+	network    string
+	gateways   int
+	refusals   uint64 // updates the cluster policy refused
+	nackReason string
 }
 
 // waitUp waits until the hub answers on its debug address (it binds

@@ -9,4 +9,7 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrOverLimit is wrapped by errors for shards over a configured cap.
 	ErrOverLimit = errors.New("over limit")
+	// ErrNotAllowed is wrapped by errors for objects the hub's cluster
+	// policy does not allow the cluster to publish.
+	ErrNotAllowed = errors.New("not allowed by the cluster policy")
 )

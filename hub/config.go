@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/debughttp"
 	"github.com/meshfed/meshfed/internal/memlimit"
 )
 
@@ -32,6 +33,19 @@ type Config struct {
 	// DebugAddr serves /debug/*, /healthz, /readyz and /metrics. It is
 	// local-only by default: the debug views show the whole clusterset.
 	DebugAddr string
+	// DebugCmdline serves /debug/pprof/cmdline, which shows the command
+	// line and with it the paths of the hub's keys.
+	DebugCmdline bool
+	// DebugHosts are further Host names a loopback debug listener accepts
+	// (localhost and IP addresses always are; others are refused against
+	// DNS rebinding).
+	DebugHosts []string
+	// ClustersConfig is the cluster policy file ("": no policy, any
+	// certificate of the CA may join and publish anything valid).
+	ClustersConfig string
+	// ClustersConfigInterval is how often the policy file is read for
+	// changes.
+	ClustersConfigInterval time.Duration
 	// TLS: the hub's certificate and the CA that signs spoke certificates.
 	CertFile, KeyFile, CAFile string
 	// Insecure serves plaintext and trusts each spoke's claimed cluster.
@@ -58,21 +72,22 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		FederationAddr:     ":9443",
-		XDSAddr:            ":15010",
-		XDSPushInterval:    10 * time.Millisecond,
-		XDSWarmUp:          10 * time.Second,
-		XDSWarmUpQuiet:     500 * time.Millisecond,
-		XDSMaxMessageBytes: 200 << 20,
-		DebugAddr:          "127.0.0.1:8080",
-		TrustDomain:        "cluster.local",
-		MaxMessageBytes:    4 << 20,
-		Limits:             registry.Limits{MaxServices: 10_000, MaxEndpoints: 200_000, MaxWorkloads: 200_000},
-		Leases:             registry.DefaultLeasePolicy,
-		KeepaliveTime:      30 * time.Second,
-		KeepaliveTimeout:   10 * time.Second,
-		ID:                 host,
-		MemoryLimitRatio:   memlimit.DefaultRatio,
+		FederationAddr:         ":9443",
+		XDSAddr:                ":15010",
+		XDSPushInterval:        10 * time.Millisecond,
+		XDSWarmUp:              10 * time.Second,
+		XDSWarmUpQuiet:         500 * time.Millisecond,
+		XDSMaxMessageBytes:     200 << 20,
+		DebugAddr:              "127.0.0.1:8080",
+		ClustersConfigInterval: 5 * time.Second,
+		TrustDomain:            "cluster.local",
+		MaxMessageBytes:        4 << 20,
+		Limits:                 registry.Limits{MaxServices: 10_000, MaxEndpoints: 200_000, MaxWorkloads: 200_000},
+		Leases:                 registry.DefaultLeasePolicy,
+		KeepaliveTime:          30 * time.Second,
+		KeepaliveTimeout:       10 * time.Second,
+		ID:                     host,
+		MemoryLimitRatio:       memlimit.DefaultRatio,
 	}
 }
 
@@ -88,6 +103,13 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.XDSKeyFile, "xds-tls-key", c.XDSKeyFile, "TLS key for the xDS port (PEM)")
 	fs.StringVar(&c.XDSCAFile, "xds-tls-ca", c.XDSCAFile, "CA of proxy client certificates; when set, proxies must present one")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "address for /debug, /healthz, /readyz and /metrics (HTTP; keep it local)")
+	fs.BoolVar(&c.DebugCmdline, "debug-cmdline", c.DebugCmdline, "serve /debug/pprof/cmdline (it shows the command line, key paths included)")
+	fs.Func("debug-hosts", "comma-separated Host names a loopback --debug-addr accepts besides localhost and IP addresses (others are refused against DNS rebinding)", func(v string) (err error) {
+		c.DebugHosts, err = debughttp.ParseHosts(v)
+		return err
+	})
+	fs.StringVar(&c.ClustersConfig, "clusters-config", c.ClustersConfig, "cluster policy file (YAML): which clusters may join and what each may publish; reloaded when it changes (unset: any certificate of the CA may join)")
+	fs.DurationVar(&c.ClustersConfigInterval, "clusters-config-interval", c.ClustersConfigInterval, "how often the cluster policy file is read for changes")
 	fs.StringVar(&c.CertFile, "tls-cert", c.CertFile, "the hub's TLS certificate (PEM)")
 	fs.StringVar(&c.KeyFile, "tls-key", c.KeyFile, "the hub's TLS key (PEM)")
 	fs.StringVar(&c.CAFile, "tls-ca", c.CAFile, "the CA that signs spoke certificates (PEM)")
@@ -125,6 +147,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Leases.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--stale-after, --withdraw-after: %w", err))
+	}
+	if c.ClustersConfig != "" && c.ClustersConfigInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--clusters-config-interval %v must be positive", c.ClustersConfigInterval))
 	}
 	if c.TrustDomain == "" {
 		errs = append(errs, errors.New("--trust-domain is required"))

@@ -21,6 +21,7 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/debug"
 	"github.com/meshfed/meshfed/hub/ingest"
+	"github.com/meshfed/meshfed/hub/policy"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/xds"
@@ -57,6 +58,9 @@ type Hub struct {
 	// hub that is shutting down reports not ready, so that its Service
 	// sends new spokes and proxies to the other replicas.
 	serving atomic.Bool
+	// policyData is the cluster policy file as read at start.
+	policyData    []byte
+	policyReloads *prometheus.CounterVec
 	// warm is true once the xDS server serves (its warm-up ended), or
 	// from the start when xDS is disabled.
 	warm atomic.Bool
@@ -67,7 +71,18 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	reg := registry.New(registry.Config{Limits: cfg.Limits, Leases: cfg.Leases})
+	var pol *policy.Policy
+	var polData []byte
+	if cfg.ClustersConfig != "" {
+		var err error
+		if pol, polData, err = policy.Load(cfg.ClustersConfig, cfg.TrustDomain); err != nil {
+			return nil, fmt.Errorf("--clusters-config: %w", err)
+		}
+		log.Info("cluster policy in force", "path", cfg.ClustersConfig, "clusters", len(pol.Clusters()))
+	} else if !cfg.Insecure {
+		log.Warn("no --clusters-config: any certificate the CA signed may join the clusterset, and each cluster may claim any network, trust domain and gateway")
+	}
+	reg := registry.New(registry.Config{Limits: cfg.Limits, Leases: cfg.Leases, Policy: pol})
 	auth := ingest.Authenticator(ingest.PeerCertificate{TrustDomain: cfg.TrustDomain})
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
@@ -93,7 +108,16 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	g := grpc.NewServer(opts...)
 	federationpb.RegisterFederationServer(g, srv)
 
-	h := &Hub{cfg: cfg, log: log, registry: reg, grpc: g}
+	h := &Hub{cfg: cfg, log: log, registry: reg, grpc: g, policyData: polData}
+	if cfg.ClustersConfig != "" {
+		h.policyReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshfed_hub_cluster_policy_reloads_total",
+			Help: "Changes of the cluster policy file, by result: applied, or refused (the last good policy stays; the hub's log says why).",
+		}, []string{"result"})
+		h.policyReloads.WithLabelValues("applied")
+		h.policyReloads.WithLabelValues("refused")
+		promReg.MustRegister(h.policyReloads)
+	}
 	var err error
 	if h.fedLis, err = net.Listen("tcp", cfg.FederationAddr); err != nil {
 		return nil, fmt.Errorf("federation listener: %w", err)
@@ -115,7 +139,9 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 			extra["GET /debug/xds"] = h.xds.SetsHandler()
 		}
 		h.http = &http.Server{
-			Handler:           debug.Handler(reg, promReg, h.Ready, extra),
+			Handler: debug.HandlerWithOptions(reg, promReg, h.Ready, extra, debug.Options{
+				Cmdline: cfg.DebugCmdline, Addr: h.debugLis.Addr(), Hosts: cfg.DebugHosts,
+			}),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 	}
@@ -193,6 +219,23 @@ func (h *Hub) Run(ctx context.Context) error {
 		h.registry.RunLeases(ctx)
 		return nil
 	})
+	if h.cfg.ClustersConfig != "" {
+		w := &policy.Watcher{
+			Path: h.cfg.ClustersConfig, DefaultTrustDomain: h.cfg.TrustDomain, Interval: h.cfg.ClustersConfigInterval,
+			Apply: h.registry.SetPolicy, Log: h.log.With("component", "policy"),
+			Result: func(err error) {
+				if err != nil {
+					h.policyReloads.WithLabelValues("refused").Inc()
+					return
+				}
+				h.policyReloads.WithLabelValues("applied").Inc()
+			},
+		}
+		g.Go(func() error {
+			w.Run(ctx, h.policyData)
+			return nil
+		})
+	}
 	if h.xds == nil {
 		h.warm.Store(true)
 	} else {

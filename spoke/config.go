@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/meshfed/meshfed/internal/debughttp"
 	"github.com/meshfed/meshfed/internal/memlimit"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/uplink"
@@ -63,6 +64,13 @@ type Config struct {
 	AckTimeout time.Duration
 	// DebugAddr serves /healthz and /debug/pprof/ ("" disables it).
 	DebugAddr string
+	// DebugCmdline serves /debug/pprof/cmdline, which shows the command
+	// line and with it the paths of the spoke's key and kubeconfig.
+	DebugCmdline bool
+	// DebugHosts are further Host names a loopback debug listener accepts
+	// (localhost and IP addresses always are; others are refused against
+	// DNS rebinding).
+	DebugHosts []string
 	// Build is reported to the hub.
 	Build string
 	// MemoryLimitRatio × the container's memory limit becomes the Go soft
@@ -134,6 +142,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping the hub connection when idle for this long")
 	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "reopen the hub stream when an update makes no progress (a chunk sent, or the hub's answer) for this long")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, `address for /healthz and /debug/pprof/ (HTTP; keep it local; "" disables it)`)
+	fs.BoolVar(&c.DebugCmdline, "debug-cmdline", c.DebugCmdline, "serve /debug/pprof/cmdline (it shows the command line, key paths included)")
+	fs.Func("debug-hosts", "comma-separated Host names a loopback --debug-addr accepts besides localhost and IP addresses (others are refused against DNS rebinding)", func(v string) (err error) {
+		c.DebugHosts, err = debughttp.ParseHosts(v)
+		return err
+	})
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", c.MemoryLimitRatio, "share of the container's memory limit (cgroup) that becomes the Go soft memory limit, unless GOMEMLIMIT is set (0 turns this off)")
 	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "garbage collection target as GOGC, unless GOGC is set (0: Go's default, 100); lower trades CPU for memory")
 }

@@ -6,27 +6,36 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/meshfed/meshfed/internal/debughttp"
 )
 
-// serveDebug serves /healthz, the spoke's metrics (/metrics) and Go's
-// profiles (/debug/pprof/) on lis until ctx ends. Profiles show what the spoke holds per object, which is
-// what matters when it runs in every cluster of a fleet; keep the address
-// local.
+// debugOptions are the debug port's switches; the zero value serves no
+// command line and, over loopback, answers only requests that name
+// localhost or an IP address (see [debughttp.Harden]).
+type debugOptions struct {
+	// cmdline serves /debug/pprof/cmdline, which shows the spoke's command
+	// line and with it the paths of its key and kubeconfig.
+	cmdline bool
+	// hosts are further names accepted in the Host header over loopback.
+	hosts []string
+}
+
+// serveDebug is serveDebugWith with the default options.
 func serveDebug(ctx context.Context, lis net.Listener, metrics *prometheus.Registry) error {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return serveDebugWith(ctx, lis, metrics, debugOptions{})
+}
+
+// serveDebugWith serves /healthz, the spoke's metrics (/metrics) and Go's
+// profiles (/debug/pprof/) on lis until ctx ends. Profiles show what the
+// spoke holds per object, which is what matters when it runs in every
+// cluster of a fleet; keep the address local.
+func serveDebugWith(ctx context.Context, lis net.Listener, metrics *prometheus.Registry, opts debugOptions) error {
+	srv := &http.Server{Handler: debugHandler(lis.Addr(), metrics, opts), ReadHeaderTimeout: 10 * time.Second}
 	stop := context.AfterFunc(ctx, func() {
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -37,4 +46,14 @@ func serveDebug(ctx context.Context, lis net.Listener, metrics *prometheus.Regis
 		return fmt.Errorf("debug server: %w", err)
 	}
 	return nil
+}
+
+// debugHandler is the debug port of a spoke listening on addr: read-only,
+// and refusing foreign names over loopback.
+func debugHandler(addr net.Addr, metrics *prometheus.Registry, opts debugOptions) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	debughttp.RegisterPprof(mux, opts.cmdline)
+	return debughttp.Harden(mux, debughttp.Options{Addr: addr, Hosts: opts.hosts})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -39,6 +40,66 @@ func TestServeDebug(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("serveDebug: %v", err)
+	}
+}
+
+// TestServeDebugGuard: the spoke's debug port is read-only, hides its
+// command line unless asked, and refuses foreign names over loopback.
+func TestServeDebugGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   debugOptions
+		method string
+		host   string // "": the listener's address; a trailing ":" takes its port
+		path   string
+		code   int
+		body   string
+	}{
+		{"cmdline off by default", debugOptions{}, http.MethodGet, "", "/debug/pprof/cmdline", http.StatusNotFound, "not served"},
+		{"cmdline when asked", debugOptions{cmdline: true}, http.MethodGet, "", "/debug/pprof/cmdline", http.StatusOK, os.Args[0]},
+		{"POST metrics", debugOptions{}, http.MethodPost, "", "/metrics", http.StatusMethodNotAllowed, ""},
+		{"POST symbol", debugOptions{}, http.MethodPost, "", "/debug/pprof/symbol", http.StatusMethodNotAllowed, ""},
+		{"heap after a GC", debugOptions{}, http.MethodGet, "localhost:", "/debug/pprof/heap?gc=1", http.StatusOK, ""},
+		{"kubelet probe", debugOptions{}, http.MethodGet, "10.0.0.7:", "/healthz", http.StatusOK, "ok"},
+		{"rebinding page", debugOptions{}, http.MethodGet, "evil.example:", "/metrics", http.StatusMisdirectedRequest, "evil.example"},
+		{"configured name", debugOptions{hosts: []string{"spoke.local"}}, http.MethodGet, "spoke.local:", "/metrics", http.StatusOK, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- serveDebugWith(ctx, lis, prometheus.NewRegistry(), tc.opts) }()
+			client := &http.Client{Transport: &http.Transport{}}
+			defer func() {
+				client.CloseIdleConnections()
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("serveDebugWith: %v", err)
+				}
+			}()
+			req, err := http.NewRequestWithContext(t.Context(), tc.method, "http://"+lis.Addr().String()+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasSuffix(tc.host, ":") {
+				_, port, _ := net.SplitHostPort(lis.Addr().String())
+				req.Host = tc.host + port
+			} else if tc.host != "" {
+				req.Host = tc.host
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.code || !strings.Contains(string(body), tc.body) {
+				t.Errorf("%s %s (Host %q): %s %.200q, want %d mentioning %q", tc.method, tc.path, req.Host, resp.Status, body, tc.code, tc.body)
+			}
+		})
 	}
 }
 

@@ -48,16 +48,26 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func printStatus(w io.Writer, body debug.ClustersResponse, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tNETWORK\tCONNECTED\tSTATE\tSINCE\tVERSION\tSERVICES\tENDPOINTS\tWORKLOADS\tLAST ACK")
+	fmt.Fprintln(tw, "CLUSTER\tNETWORK\tCONNECTED\tSTATE\tSINCE\tVERSION\tSERVICES\tENDPOINTS\tWORKLOADS\tLAST ACK\tREFUSED")
 	for _, c := range body.Clusters {
-		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\n",
 			c.ID, orDash(c.Network), c.Connected, c.State, age(c.StateSince, now, "-"), c.ShardVersion,
-			c.Services, c.Endpoints, c.Workloads, age(c.LastAck, now, "never"))
+			c.Services, c.Endpoints, c.Workloads, age(c.LastAck, now, "never"), c.PolicyRefusals)
 	}
 	if len(body.Clusters) == 0 {
 		fmt.Fprintln(tw, "(no clusters have connected)")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// What an operator must act on, below the table: the reason of the
+	// last rejected update, which names the object and field.
+	for _, c := range body.Clusters {
+		if c.LastNackReason != "" {
+			fmt.Fprintf(w, "%s: update rejected %s: %s\n", c.ID, age(c.LastNack, now, "-"), c.LastNackReason)
+		}
+	}
+	return nil
 }
 
 // age says how long ago t was, or none when t is unset.

@@ -33,6 +33,9 @@ var (
 	// ErrSpokeGone ends a session whose stream failed after the Welcome: the
 	// spoke left or its connection broke.
 	ErrSpokeGone = errors.New("spoke disconnected")
+	// ErrNotAdmitted ends a stream for a cluster the hub does not admit
+	// (HubConfig.Admit).
+	ErrNotAdmitted = errors.New("cluster not admitted")
 )
 
 // A ClusterMismatchError ends a stream whose Hello claims a cluster other

@@ -68,6 +68,11 @@ type HubConfig struct {
 	// HubID names this hub replica in Welcome messages.
 	HubID  string
 	Limits Limits
+	// LimitsFor, when set, gives a cluster's own caps in place of Limits.
+	LimitsFor func(federation.ClusterID) Limits
+	// Admit, when set, refuses a stream for a cluster (after its
+	// credential was checked) by returning why.
+	Admit func(federation.ClusterID) error
 	// NackCode gives the code of a Nack for an error of [Conn.Apply] other
 	// than federation's (a *federation.ValidationError, or one wrapping
 	// federation.ErrOverLimit). NACK_CODE_UNSPECIFIED ends the stream.
@@ -118,6 +123,12 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	if bound != "" && bound != id {
 		return &ClusterMismatchError{Bound: bound, Claimed: id}
 	}
+	if h.cfg.Admit != nil {
+		if err := h.cfg.Admit(id); err != nil {
+			return &streamError{kind: ErrNotAdmitted, msg: fmt.Sprintf("cluster %q: %v", id, err), cause: err}
+		}
+	}
+	limits := h.limits(id)
 	if h.cfg.Members != nil && len(hello.GetMembers()) > 0 {
 		ids := make([]federation.ClusterID, 0, len(hello.GetMembers()))
 		for _, m := range hello.GetMembers() {
@@ -127,7 +138,7 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	}
 	conn := h.connect(id, hello.GetBuild())
 	defer conn.Close()
-	welcome := h.welcome(conn, id, hello)
+	welcome := h.welcome(conn, id, hello, limits)
 	// Observed before the spoke can see the Welcome: what the hub reports
 	// is never behind what the spoke knows.
 	obs.Connected(hello, welcome)
@@ -137,7 +148,7 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := &hubSession{Hub: h, t: t, conn: conn, id: id, session: hello.GetSession(), obs: obs, a: assembler{limits: h.cfg.Limits}}
+	s := &hubSession{Hub: h, t: t, conn: conn, id: id, session: hello.GetSession(), obs: obs, a: assembler{limits: limits}}
 	r := receive(ctx, t.Recv)
 	var sent []federation.ClusterID
 	var membersChanged <-chan struct{}
@@ -179,12 +190,18 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	}
 }
 
-func (h *Hub) welcome(conn Conn, id federation.ClusterID, hello *federationpb.Hello) *federationpb.Welcome {
+func (h *Hub) limits(id federation.ClusterID) Limits {
+	if h.cfg.LimitsFor != nil {
+		return h.cfg.LimitsFor(id)
+	}
+	return h.cfg.Limits
+}
+
+func (h *Hub) welcome(conn Conn, id federation.ClusterID, hello *federationpb.Hello, l Limits) *federationpb.Welcome {
 	version, resume := conn.Resume(hello.GetSession(), hello.GetAckedVersion(), hello.GetSentVersion())
 	if resume && h.isUnsound(id, hello.GetSession()) {
 		version, resume = 0, false
 	}
-	l := h.cfg.Limits
 	return &federationpb.Welcome{
 		Resume:  resume,
 		Version: version,

@@ -1,12 +1,14 @@
 // Package debug serves the hub's operator endpoints: JSON views of the
 // clusters and the merged services under /debug/, health and readiness
-// probes, and Prometheus metrics.
+// probes, Prometheus metrics and Go's profiles. The port is read-only and
+// refuses names other than localhost over loopback, against DNS
+// rebinding (package debughttp).
 package debug
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
-	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -14,6 +16,7 @@ import (
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/debughttp"
 )
 
 // Source is what the debug endpoints read.
@@ -24,10 +27,31 @@ type Source interface {
 
 var _ Source = (*registry.Registry)(nil)
 
-// Handler returns the debug mux. ready reports readiness for /readyz;
-// extra adds other components' pages by pattern (such as xDS's
-// "GET /debug/proxies").
+// Options are the debug port's switches. The zero value serves no
+// command line and, to requests that arrive over loopback, answers only
+// when they name localhost or an IP address (see [debughttp.Harden]).
+type Options struct {
+	// Cmdline serves /debug/pprof/cmdline, which shows the hub's command
+	// line and with it the paths of its keys.
+	Cmdline bool
+	// Addr is the debug listener's address: on loopback, every request's
+	// Host must name localhost, an IP address or one of Hosts.
+	Addr net.Addr
+	// Hosts are further names accepted in the Host header over loopback.
+	Hosts []string
+}
+
+// Handler returns the debug mux with the default [Options]. ready reports
+// readiness for /readyz; extra adds other components' pages by pattern
+// (such as xDS's "GET /debug/proxies").
 func Handler(src Source, gatherer prometheus.Gatherer, ready func() bool, extra map[string]http.Handler) http.Handler {
+	return HandlerWithOptions(src, gatherer, ready, extra, Options{})
+}
+
+// HandlerWithOptions is [Handler] with opts. Whatever the patterns in
+// extra say, only GET and HEAD requests reach them: the debug port is
+// read-only.
+func HandlerWithOptions(src Source, gatherer prometheus.Gatherer, ready func() bool, extra map[string]http.Handler, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	for pattern, h := range extra {
 		mux.Handle(pattern, h)
@@ -47,14 +71,10 @@ func Handler(src Source, gatherer prometheus.Gatherer, ready func() bool, extra 
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	// Go's profiles, as on the spoke: the debug address is local-only by
-	// default. The load harness forces a GC through heap?gc=1.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
+	// Go's profiles, as on the spoke. The load harness forces a GC through
+	// heap?gc=1.
+	debughttp.RegisterPprof(mux, opts.Cmdline)
+	return debughttp.Harden(mux, debughttp.Options{Addr: opts.Addr, Hosts: opts.Hosts})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

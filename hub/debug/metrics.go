@@ -11,6 +11,7 @@ import (
 //
 //	meshfed_hub_cluster_state{cluster,state}               1 for the cluster's state, 0 for the others
 //	meshfed_hub_cluster_last_seen_timestamp_seconds{cluster} when the hub last heard from its spoke
+//	meshfed_hub_policy_refusals_total{cluster}              updates refused by the cluster policy
 type ClusterCollector struct{ src Source }
 
 // NewClusterCollector returns a collector over src's status.
@@ -21,12 +22,15 @@ var (
 		"A cluster's lease: 1 for its state (live, stale or withdrawn), 0 for the others.", []string{"cluster", "state"}, nil)
 	clusterLastSeenDesc = prometheus.NewDesc("meshfed_hub_cluster_last_seen_timestamp_seconds",
 		"When the hub last heard from a cluster's spoke (now while its stream is up).", []string{"cluster"}, nil)
+	policyRefusalsDesc = prometheus.NewDesc("meshfed_hub_policy_refusals_total",
+		"Shard updates of a cluster refused because the cluster policy does not allow something in them (the Nack and the hub's log name the object and field).", []string{"cluster"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *ClusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- clusterStateDesc
 	ch <- clusterLastSeenDesc
+	ch <- policyRefusalsDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -44,5 +48,6 @@ func (c *ClusterCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(clusterLastSeenDesc, prometheus.GaugeValue,
 				float64(st.LastSeen.UnixNano())/1e9, id)
 		}
+		ch <- prometheus.MustNewConstMetric(policyRefusalsDesc, prometheus.CounterValue, float64(st.PolicyRefusals), id)
 	}
 }

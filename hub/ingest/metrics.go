@@ -14,7 +14,7 @@ type Metrics struct {
 	streams  *prometheus.GaugeVec
 	updates  *prometheus.CounterVec
 	bytes    *prometheus.CounterVec
-	refusals prometheus.Counter
+	refusals *prometheus.CounterVec
 	delay    prometheus.Histogram
 }
 
@@ -30,15 +30,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshfed_hub_shard_received_bytes_total", Help: "Bytes of shard updates received per cluster.",
 		}, []string{"cluster"}),
-		refusals: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "meshfed_hub_spoke_refusals_total", Help: "Streams refused because the claimed cluster is not the credential's.",
-		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshfed_hub_spoke_refusals_total",
+			Help: "Streams refused, by reason: cluster_mismatch (the claimed cluster is not the credential's) or not_admitted (the cluster policy does not name the cluster).",
+		}, []string{"reason"}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "meshfed_hub_ingest_delay_seconds",
 			Help:    "From the spoke observing a change to the hub applying it (includes clock skew between the two).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 	}
+	// Both series exist from the start, so that rate() sees the first one.
+	m.refusals.WithLabelValues(refusedMismatch)
+	m.refusals.WithLabelValues(refusedNotAdmitted)
 	reg.MustRegister(m.streams, m.updates, m.bytes, m.refusals, m.delay)
 	return m
 }
@@ -61,9 +65,15 @@ func (m *Metrics) update(id federation.ClusterID, result string) {
 	}
 }
 
-func (m *Metrics) refused() {
+// Reasons of meshfed_hub_spoke_refusals_total.
+const (
+	refusedMismatch    = "cluster_mismatch"
+	refusedNotAdmitted = "not_admitted"
+)
+
+func (m *Metrics) refused(reason string) {
 	if m != nil {
-		m.refusals.Inc()
+		m.refusals.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -26,6 +26,10 @@ type Stream interface {
 type Registry interface {
 	Connect(id federation.ClusterID, build string) *registry.Conn
 	Limits() registry.Limits
+	LimitsFor(id federation.ClusterID) registry.Limits
+	// Admit reports why a cluster may not stream (the cluster policy
+	// does not name it).
+	Admit(id federation.ClusterID) error
 	syncproto.Membership
 }
 
@@ -62,8 +66,13 @@ func NewServer(cfg Config, reg Registry, auth Authenticator, metrics *Metrics, l
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		HubID:           cfg.HubID,
 		Limits:          syncproto.Limits{MaxServices: limits.MaxServices, MaxEndpoints: limits.MaxEndpoints, MaxWorkloads: limits.MaxWorkloads},
-		NackCode:        nackCode,
-		Members:         reg,
+		LimitsFor: func(id federation.ClusterID) syncproto.Limits {
+			l := reg.LimitsFor(id)
+			return syncproto.Limits{MaxServices: l.MaxServices, MaxEndpoints: l.MaxEndpoints, MaxWorkloads: l.MaxWorkloads}
+		},
+		Admit:    reg.Admit,
+		NackCode: nackCode,
+		Members:  reg,
 	}, func(id federation.ClusterID, build string) syncproto.Conn { return reg.Connect(id, build) })
 	return &Server{hub: hub, auth: auth, log: log, metrics: metrics, now: time.Now}
 }
@@ -117,9 +126,13 @@ func (o *observer) status(err error) error {
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, syncproto.ErrBadHello):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, syncproto.ErrNotAdmitted):
+		o.log.Warn("stream refused: the cluster policy does not admit the cluster", "err", err)
+		o.s.metrics.refused(refusedNotAdmitted)
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.As(err, &mismatch):
 		o.log.Warn("stream refused: claimed cluster differs from its certificate", "cluster", mismatch.Claimed, "certificate", mismatch.Bound)
-		o.s.metrics.refused()
+		o.s.metrics.refused(refusedMismatch)
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()

@@ -152,7 +152,7 @@ func TestIngestAuthenticates(t *testing.T) {
 			if err := result(t, done); status.Code(err) != tc.code {
 				t.Errorf("Serve() = %v, want code %v", err, tc.code)
 			}
-			if got := testutil.ToFloat64(metrics.refusals); got != tc.refused {
+			if got := testutil.ToFloat64(metrics.refusals.WithLabelValues(refusedMismatch)); got != tc.refused {
 				t.Errorf("%v refusals counted, want %v", got, tc.refused)
 			}
 		})

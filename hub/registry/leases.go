@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/policy"
 )
 
 // RunLeases moves clusters whose spokes have gone through their leases
@@ -60,11 +61,12 @@ func (r *Registry) leaseDeadlines(s *shard) (staleAt, withdrawAt time.Time) {
 		return time.Time{}, time.Time{}
 	}
 	gone := s.status.DisconnectedAt
+	leases := r.LeasesFor(s.id)
 	if s.status.State == federation.Live {
-		staleAt = gone.Add(r.leases.StaleAfter)
+		staleAt = gone.Add(leases.StaleAfter)
 	}
-	if s.status.State != federation.Withdrawn && r.leases.WithdrawAfter > 0 {
-		withdrawAt = gone.Add(r.leases.WithdrawAfter)
+	if s.status.State != federation.Withdrawn && leases.WithdrawAfter > 0 {
+		withdrawAt = gone.Add(leases.WithdrawAfter)
 	}
 	return staleAt, withdrawAt
 }
@@ -152,6 +154,13 @@ const MaxExpected = 1000
 func (r *Registry) Expect(ids []federation.ClusterID) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.expectLocked(ids, r.policy.Load(), MaxExpected)
+}
+
+// expectLocked is Expect for at most limit clusters. Under a policy, only
+// clusters it names are added: a spoke's word cannot make the hub wait for,
+// or list, a cluster the policy does not admit. Callers hold r.mu.
+func (r *Registry) expectLocked(ids []federation.ClusterID, p *policy.Policy, limit int) int {
 	if len(ids) > 0 && !r.membershipKnown {
 		r.membershipKnown = true
 		r.statusChangedLocked()
@@ -159,10 +168,13 @@ func (r *Registry) Expect(ids []federation.ClusterID) int {
 	added := 0
 	now := r.now()
 	for _, id := range ids {
-		if added == MaxExpected {
+		if added == limit {
 			break
 		}
 		if _, ok := r.shards[id]; ok || len(validation.IsDNS1123Label(string(id))) > 0 {
+			continue
+		}
+		if p != nil && p.Cluster(id) == nil {
 			continue
 		}
 		s := newShard(id)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/policy"
 )
 
 // Limits caps each cluster's shard. Zero means no cap.
@@ -48,8 +49,14 @@ func (p LeasePolicy) Validate() error {
 
 // Config configures a registry.
 type Config struct {
+	// Limits and Leases apply to every cluster whose policy entry sets
+	// no other.
 	Limits Limits
 	Leases LeasePolicy
+	// Policy bounds what each cluster may publish (nil: no policy, every
+	// cluster is admitted and may publish anything valid). SetPolicy
+	// replaces it.
+	Policy *policy.Policy
 	// Clock drives the leases (nil: the real clock).
 	Clock clock.Clock
 }
@@ -79,6 +86,8 @@ type Registry struct {
 	membershipKnown bool
 
 	current atomic.Pointer[Snapshot]
+	// policy is read without r.mu by Apply's checks and written under it.
+	policy atomic.Pointer[policy.Policy]
 }
 
 // New returns an empty registry.
@@ -88,10 +97,13 @@ func New(cfg Config) *Registry {
 	}
 	r := &Registry{limits: cfg.Limits, leases: cfg.Leases, clock: cfg.Clock, now: cfg.Clock.Now, shards: map[federation.ClusterID]*shard{}}
 	r.current.Store(emptySnapshot())
+	if cfg.Policy != nil {
+		r.SetPolicy(cfg.Policy)
+	}
 	return r
 }
 
-// Limits returns the per-cluster caps.
+// Limits returns the per-cluster caps of a cluster the policy sets none for.
 func (r *Registry) Limits() Limits { return r.limits }
 
 // Current returns the current snapshot. It never blocks.
@@ -200,10 +212,13 @@ type ClusterStatus struct {
 	LastNack       time.Time `json:"lastNack,omitzero"`
 	LastNackReason string    `json:"lastNackReason,omitempty"`
 	Nacks          uint64    `json:"nacks"`
-	Services       int       `json:"services"`
-	Endpoints      int       `json:"endpoints"`
-	Workloads      int       `json:"workloads"`
-	Gateways       int       `json:"gateways"`
+	// PolicyRefusals counts updates refused because the cluster policy
+	// does not allow something in them (each also a Nack).
+	PolicyRefusals uint64 `json:"policyRefusals"`
+	Services       int    `json:"services"`
+	Endpoints      int    `json:"endpoints"`
+	Workloads      int    `json:"workloads"`
+	Gateways       int    `json:"gateways"`
 }
 
 // Status returns every cluster's status, sorted by ID.
@@ -382,11 +397,17 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 		})
 	}
 	r := c.r
+	denied := r.checkPolicy(c.id, u)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, err := c.owned()
 	if err != nil {
 		return err
+	}
+	if denied != nil {
+		s.status.PolicyRefusals++
+		r.statusChangedLocked()
+		return fmt.Errorf("cluster %q: version %d: %w", c.id, u.GetVersion(), denied)
 	}
 	var changes changeSet
 	if u.GetFull() {
@@ -427,13 +448,14 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 }
 
 func (r *Registry) checkLimits(id federation.ClusterID, services, endpoints, workloads int) error {
+	l := r.LimitsFor(id)
 	for _, c := range []struct {
 		kind     string
 		n, limit int
 	}{
-		{"services", services, r.limits.MaxServices},
-		{"endpoints", endpoints, r.limits.MaxEndpoints},
-		{"workloads", workloads, r.limits.MaxWorkloads},
+		{"services", services, l.MaxServices},
+		{"endpoints", endpoints, l.MaxEndpoints},
+		{"workloads", workloads, l.MaxWorkloads},
 	} {
 		if c.limit > 0 && c.n > c.limit {
 			return fmt.Errorf("cluster %q: %d %s exceed the hub's cap of %d per cluster: %w", id, c.n, c.kind, c.limit, federation.ErrOverLimit)

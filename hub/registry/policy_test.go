@@ -1,0 +1,134 @@
+package registry
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/policy"
+)
+
+func mustPolicy(t *testing.T, yaml string) *policy.Policy {
+	t.Helper()
+	p, err := policy.Parse([]byte(yaml), "cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const twoClusters = `
+clusters:
+- id: east
+  networks: [n1]
+  cidrs: {endpoints: [10.0.0.0/16]}
+  limits: {maxEndpoints: 2}
+  leases: {staleAfter: 5s}
+- id: west
+  networks: [n2]
+`
+
+func TestPolicyRefusesAndKeepsTheLastGoodState(t *testing.T) {
+	r := New(Config{Policy: mustPolicy(t, twoClusters)})
+	east, west := r.Connect("east", ""), r.Connect("west", "")
+	must(t, west.Apply("s", full("west", "n2", 1, []*federationpb.Service{svc("echo")}, []*federationpb.Endpoint{ep("echo", "10.1.0.1")}, nil)))
+	must(t, east.Apply("s", full("east", "n1", 1, []*federationpb.Service{svc("echo")}, []*federationpb.Endpoint{ep("echo", "10.0.0.1")}, nil)))
+	before := r.Current()
+
+	refused := []struct {
+		name  string
+		u     *federationpb.ShardUpdate
+		field string
+	}{
+		{"east claims west's network", &federationpb.ShardUpdate{Version: 2, Cluster: &federationpb.Cluster{Id: "east", Network: "n2"}}, "network"},
+		{"east gateway for west's network", &federationpb.ShardUpdate{Version: 2, Cluster: &federationpb.Cluster{Id: "east", Network: "n1", Gateways: []*federationpb.Gateway{{
+			Address: "203.0.113.1", Port: 15443, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS, Network: "n2", Service: "istio-system/eastwest",
+		}}}}, "gateways[0].network"},
+		{"east endpoint outside its CIDRs", &federationpb.ShardUpdate{Version: 2, Endpoints: []*federationpb.Endpoint{ep("echo", "10.1.0.9")}}, "address"},
+	}
+	for i, tt := range refused {
+		err := east.Apply("s", tt.u)
+		var verr *federation.ValidationError
+		if !errors.Is(err, federation.ErrNotAllowed) || !errors.As(err, &verr) || verr.Field != tt.field {
+			t.Errorf("%s: Apply() = %v; want refused by the policy at field %q", tt.name, err, tt.field)
+		}
+		st := status(t, r, "east")
+		if st.PolicyRefusals != uint64(i+1) {
+			t.Errorf("%s: %d policy refusals counted, want %d", tt.name, st.PolicyRefusals, i+1)
+		}
+	}
+	if r.Current() != before {
+		t.Error("a refused update published a snapshot")
+	}
+	if c, _ := r.Current().Cluster("west"); c.Network != "n2" {
+		t.Errorf("west's network is %q, want n2", c.Network)
+	}
+	// The cluster's own caps, not the hub's (none).
+	err := east.Apply("s", &federationpb.ShardUpdate{Version: 2, Endpoints: []*federationpb.Endpoint{ep("echo", "10.0.0.2"), ep("echo", "10.0.0.3")}})
+	if !errors.Is(err, federation.ErrOverLimit) {
+		t.Errorf("3 endpoints with the policy's cap of 2: Apply() = %v, want ErrOverLimit", err)
+	}
+	must(t, east.Apply("s", &federationpb.ShardUpdate{Version: 3, Endpoints: []*federationpb.Endpoint{ep("echo", "10.0.0.2")}}))
+}
+
+func TestPolicyAdmitsAndExpectsItsClusters(t *testing.T) {
+	r := New(Config{Leases: LeasePolicy{StaleAfter: time.Minute, WithdrawAfter: time.Hour}})
+	if err := r.Admit("north"); err != nil {
+		t.Fatalf("without a policy every cluster is admitted: %v", err)
+	}
+	r.SetPolicy(mustPolicy(t, twoClusters))
+	if err := r.Admit("north"); !errors.Is(err, federation.ErrNotAllowed) {
+		t.Errorf("Admit(north) = %v, want ErrNotAllowed", err)
+	}
+	if err := r.Admit("east"); err != nil {
+		t.Errorf("Admit(east) = %v", err)
+	}
+	if !r.MembershipKnown() || !slices.Equal(r.Members(), []federation.ClusterID{"east", "west"}) {
+		t.Errorf("members %v (known %v); want the policy's clusters", r.Members(), r.MembershipKnown())
+	}
+	// A spoke's Hello cannot add a cluster the policy does not name.
+	if n := r.Expect([]federation.ClusterID{"north", "east"}); n != 0 {
+		t.Errorf("Expect() added %d clusters, want 0", n)
+	}
+	if got := r.LeasesFor("east"); got != (LeasePolicy{StaleAfter: 5 * time.Second, WithdrawAfter: time.Hour}) {
+		t.Errorf("LeasesFor(east) = %+v; want its stale-after and the hub's withdraw-after", got)
+	}
+	if got := r.LeasesFor("west"); got != (LeasePolicy{StaleAfter: time.Minute, WithdrawAfter: time.Hour}) {
+		t.Errorf("LeasesFor(west) = %+v; want the hub's", got)
+	}
+	if got := r.LimitsFor("east"); got.MaxEndpoints != 2 {
+		t.Errorf("LimitsFor(east) = %+v", got)
+	}
+}
+
+func TestPolicyReloadCutsClustersItNoLongerNames(t *testing.T) {
+	r := New(Config{Policy: mustPolicy(t, twoClusters)})
+	west := r.Connect("west", "")
+	must(t, west.Apply("s", full("west", "n2", 1, []*federationpb.Service{svc("echo")}, []*federationpb.Endpoint{ep("echo", "10.1.0.1")}, nil)))
+	r.SetPolicy(mustPolicy(t, "clusters:\n- id: east\n  networks: [n1]\n"))
+	select {
+	case <-west.Superseded():
+	default:
+		t.Fatal("west's stream still holds its shard after the policy dropped west")
+	}
+	if err := west.Apply("s", &federationpb.ShardUpdate{Version: 2, Endpoints: []*federationpb.Endpoint{ep("echo", "10.1.0.2")}}); !errors.Is(err, ErrSuperseded) {
+		t.Errorf("Apply() through the cut stream = %v, want ErrSuperseded", err)
+	}
+	if st := status(t, r, "west"); st.Connected || st.DisconnectedAt.IsZero() {
+		t.Errorf("west after the reload: %+v; want disconnected, its lease running", st)
+	}
+}
+
+func status(t *testing.T, r *Registry, id federation.ClusterID) ClusterStatus {
+	t.Helper()
+	for _, st := range r.Status() {
+		if st.ID == id {
+			return st
+		}
+	}
+	t.Fatalf("no status for cluster %q", id)
+	return ClusterStatus{}
+}
