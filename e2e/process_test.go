@@ -182,6 +182,7 @@ func (h *procHub) clusters(ctx context.Context) []clusterRow {
 		out = append(out, clusterRow{
 			id: string(c.ID), state: c.State.String(), connected: c.Connected, session: c.Session, version: c.ShardVersion,
 			network: c.Network, gateways: c.Gateways, refusals: c.PolicyRefusals, nackReason: c.LastNackReason,
+			peer: c.Peer, supersessions: c.Supersessions, duplicateRefusals: c.DuplicateRefusals, duplicate: c.Duplicate,
 		})
 	}
 	return out
@@ -196,6 +197,10 @@ type clusterRow struct {
 	gateways   int
 	refusals   uint64 // updates the cluster policy refused
 	nackReason string
+	peer       string
+	// supersessions, duplicateRefusals and duplicate: a second spoke.
+	supersessions, duplicateRefusals uint64
+	duplicate                        string
 }
 
 // waitUp waits until the hub answers on its debug address (it binds

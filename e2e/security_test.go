@@ -199,3 +199,24 @@ func replaceArg(args []string, flag, value string) []string {
 	}
 	return out
 }
+
+// TestProcessTwoSpokesForOneCluster: a second spoke process for a cluster
+// takes the stream over once, and the first, displaced, is refused from
+// then on instead of taking it back in turn; the hub names both.
+func TestProcessTwoSpokesForOneCluster(t *testing.T) {
+	h := startProcHub(t, "--xds-warmup", "0s")
+	pod := startBackend(t, "127.0.7.1", "east")
+	startProcSpoke(t, h.federation, "east", "n1", echoManifests("z-east", pod))
+	first := h.waitCluster(t, "east", time.Minute, func(c clusterRow) bool { return c.version > 0 })
+	startProcSpoke(t, h.federation, "east", "n1", echoManifests("z-east", pod))
+	row := h.waitCluster(t, "east", time.Minute, func(c clusterRow) bool { return c.duplicateRefusals >= 3 })
+	if row.supersessions != 1 {
+		t.Errorf("%d supersessions while the first spoke kept trying; want 1 (the second holds the stream)", row.supersessions)
+	}
+	if row.peer == first.peer || !strings.Contains(row.duplicate, row.peer+" holds it") {
+		t.Errorf("duplicate condition %q, holder %s (first spoke %s); want the second spoke holding and both named", row.duplicate, row.peer, first.peer)
+	}
+	if line := h.metricLine(t, `meshfed_hub_spoke_refusals_total{reason="duplicate"}`); line == "" || strings.HasSuffix(line, " 0") {
+		t.Errorf("duplicate refusals not counted: %q", line)
+	}
+}

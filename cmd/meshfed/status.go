@@ -63,6 +63,9 @@ func printStatus(w io.Writer, body debug.ClustersResponse, now time.Time) error 
 	// What an operator must act on, below the table: the reason of the
 	// last rejected update, which names the object and field.
 	for _, c := range body.Clusters {
+		if c.Duplicate != "" {
+			fmt.Fprintf(w, "%s: %s\n", c.ID, c.Duplicate)
+		}
 		if c.LastNackReason != "" {
 			fmt.Fprintf(w, "%s: update rejected %s: %s\n", c.ID, age(c.LastNack, now, "-"), c.LastNackReason)
 		}

@@ -308,7 +308,7 @@ func (c *fakeConn) Close() {
 }
 
 func (c *fakeConn) connector() Connector {
-	return func(federation.ClusterID, string) Conn { return c }
+	return func(context.Context, federation.ClusterID, *federationpb.Hello) (Conn, error) { return c, nil }
 }
 
 // hubEvents records what a hub session reports.

@@ -34,7 +34,7 @@ var (
 	// spoke left or its connection broke.
 	ErrSpokeGone = errors.New("spoke disconnected")
 	// ErrNotAdmitted ends a stream for a cluster the hub does not admit
-	// (HubConfig.Admit).
+	// (HubConfig.Admit), or whose shard the Connector would not give it.
 	ErrNotAdmitted = errors.New("cluster not admitted")
 )
 

@@ -28,8 +28,9 @@ type Conn interface {
 }
 
 // Connector takes a cluster's shard for a new stream, superseding the
-// previous stream's Conn.
-type Connector func(id federation.ClusterID, build string) Conn
+// previous stream's Conn, or says why the stream may not have it (the
+// error's message goes to the spoke). ctx is the stream's.
+type Connector func(ctx context.Context, id federation.ClusterID, hello *federationpb.Hello) (Conn, error)
 
 // HubObserver learns what one hub session does, for logs and metrics. Its
 // methods run on the session's goroutine and must not block.
@@ -136,7 +137,10 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 		}
 		h.cfg.Members.Expect(ids)
 	}
-	conn := h.connect(id, hello.GetBuild())
+	conn, err := h.connect(ctx, id, hello)
+	if err != nil {
+		return &streamError{kind: ErrNotAdmitted, msg: fmt.Sprintf("cluster %q: %v", id, err), cause: err}
+	}
 	defer conn.Close()
 	welcome := h.welcome(conn, id, hello, limits)
 	// Observed before the spoke can see the Welcome: what the hub reports

@@ -116,9 +116,9 @@ func TestSyncHubRefusesStreams(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			conn := newFakeConn()
 			connects := 0
-			h := NewHub(HubConfig{}, func(federation.ClusterID, string) Conn {
+			h := NewHub(HubConfig{}, func(context.Context, federation.ClusterID, *federationpb.Hello) (Conn, error) {
 				connects++
-				return conn
+				return conn, nil
 			})
 			s := serve(t, h, tc.bound)
 			s.send(t, tc.first)

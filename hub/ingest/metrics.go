@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"cluster"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshfed_hub_spoke_refusals_total",
-			Help: "Streams refused, by reason: cluster_mismatch (the claimed cluster is not the credential's) or not_admitted (the cluster policy does not name the cluster).",
+			Help: "Streams refused, by reason: cluster_mismatch (the claimed cluster is not the credential's) not_admitted (the cluster policy does not name the cluster), or duplicate (a spoke that another spoke of the same cluster took the stream from, while that one streams).",
 		}, []string{"reason"}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "meshfed_hub_ingest_delay_seconds",
@@ -43,6 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	// Both series exist from the start, so that rate() sees the first one.
 	m.refusals.WithLabelValues(refusedMismatch)
 	m.refusals.WithLabelValues(refusedNotAdmitted)
+	m.refusals.WithLabelValues(refusedDuplicate)
 	reg.MustRegister(m.streams, m.updates, m.bytes, m.refusals, m.delay)
 	return m
 }
@@ -69,6 +70,7 @@ func (m *Metrics) update(id federation.ClusterID, result string) {
 const (
 	refusedMismatch    = "cluster_mismatch"
 	refusedNotAdmitted = "not_admitted"
+	refusedDuplicate   = "duplicate"
 )
 
 func (m *Metrics) refused(reason string) {

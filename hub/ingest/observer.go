@@ -12,9 +12,10 @@ import (
 
 // observer logs one stream's session and records its metrics.
 type observer struct {
-	s   *Server
-	id  federation.ClusterID // "" until the spoke is connected
-	log *slog.Logger
+	s    *Server
+	id   federation.ClusterID // "" until the spoke is connected
+	peer string
+	log  *slog.Logger
 }
 
 var _ syncproto.HubObserver = (*observer)(nil)

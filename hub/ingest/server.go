@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshfed/meshfed/federation"
@@ -24,7 +25,7 @@ type Stream interface {
 
 // Registry is the writer side of the hub registry that ingest needs.
 type Registry interface {
-	Connect(id federation.ClusterID, build string) *registry.Conn
+	Claim(id federation.ClusterID, build, session, peer string) (*registry.Conn, error)
 	Limits() registry.Limits
 	LimitsFor(id federation.ClusterID) registry.Limits
 	// Admit reports why a cluster may not stream (the cluster policy
@@ -73,7 +74,13 @@ func NewServer(cfg Config, reg Registry, auth Authenticator, metrics *Metrics, l
 		Admit:    reg.Admit,
 		NackCode: nackCode,
 		Members:  reg,
-	}, func(id federation.ClusterID, build string) syncproto.Conn { return reg.Connect(id, build) })
+	}, func(ctx context.Context, id federation.ClusterID, hello *federationpb.Hello) (syncproto.Conn, error) {
+		c, err := reg.Claim(id, hello.GetBuild(), hello.GetSession(), peerAddr(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	})
 	return &Server{hub: hub, auth: auth, log: log, metrics: metrics, now: time.Now}
 }
 
@@ -102,7 +109,7 @@ func (s *Server) Serve(stream Stream) error {
 		s.log.Warn("stream refused", "err", err)
 		return status.Errorf(codes.Unauthenticated, "%v", err)
 	}
-	o := &observer{s: s, log: s.log}
+	o := &observer{s: s, log: s.log, peer: peerAddr(ctx)}
 	err = s.hub.Serve(ctx, stream, bound, o)
 	if o.id != "" {
 		s.metrics.connected(o.id, -1)
@@ -120,12 +127,16 @@ func (o *observer) status(err error) error {
 		o.log.Info("spoke disconnected", "err", errors.Unwrap(err))
 		return nil
 	case errors.Is(err, syncproto.ErrSuperseded):
-		o.log.Info("stream superseded by a newer one")
+		o.log.Info("stream superseded by a newer one", "peer", o.peer)
 		return status.Error(codes.Aborted, registry.ErrSuperseded.Error())
 	case errors.Is(err, syncproto.ErrReset):
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, syncproto.ErrBadHello):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, registry.ErrHeld):
+		o.log.Warn("stream refused: two spokes stream for one cluster; the one that took it over keeps it", "err", err)
+		o.s.metrics.refused(refusedDuplicate)
+		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, syncproto.ErrNotAdmitted):
 		o.log.Warn("stream refused: the cluster policy does not admit the cluster", "err", err)
 		o.s.metrics.refused(refusedNotAdmitted)
@@ -138,4 +149,12 @@ func (o *observer) status(err error) error {
 		return status.FromContextError(err).Err()
 	}
 	return err
+}
+
+// peerAddr is the address of the stream's peer, or "".
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }

@@ -12,4 +12,8 @@ var (
 	// ErrStaleVersion is returned for an update whose version is not greater
 	// than the shard's.
 	ErrStaleVersion = errors.New("version is not greater than the shard's")
+	// ErrHeld is returned to a spoke that another spoke displaced and
+	// that tries to take the cluster back while that one streams: two
+	// spokes run for one cluster.
+	ErrHeld = errors.New("another spoke streams for this cluster")
 )

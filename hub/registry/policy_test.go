@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +132,61 @@ func status(t *testing.T, r *Registry, id federation.ClusterID) ClusterStatus {
 	}
 	t.Fatalf("no status for cluster %q", id)
 	return ClusterStatus{}
+}
+
+func TestClaimTwoSpokesDoNotFlap(t *testing.T) {
+	r := New(Config{})
+	a, err := r.Claim("east", "", "session-a", "10.0.0.1:1000")
+	must(t, err)
+	must(t, a.Apply("session-a", full("east", "n1", 1, nil, nil, nil)))
+
+	// A second spoke (another session) takes the live stream over.
+	b, err := r.Claim("east", "", "session-b", "10.0.0.2:2000")
+	must(t, err)
+	must(t, b.Apply("session-b", full("east", "n1", 1, nil, nil, nil)))
+	select {
+	case <-a.Superseded():
+	default:
+		t.Fatal("a's stream was not superseded")
+	}
+	// a's spoke reconnects: refused while b streams, again and again.
+	for range 3 {
+		if c, err := r.Claim("east", "", "session-a", "10.0.0.1:1001"); !errors.Is(err, ErrHeld) || c != nil {
+			t.Fatalf("displaced spoke: Claim() = %v, %v; want ErrHeld", c, err)
+		}
+	}
+	st := status(t, r, "east")
+	if st.Supersessions != 1 || st.DuplicateRefusals != 3 || st.Peer != "10.0.0.2:2000" {
+		t.Errorf("status %+v; want 1 supersession, 3 refusals, b's peer", st)
+	}
+	if !strings.Contains(st.Duplicate, "10.0.0.2:2000 holds it, 10.0.0.1:1001 was refused") {
+		t.Errorf("duplicate condition %q does not name both spokes", st.Duplicate)
+	}
+	// b reconnecting (its old stream half-open) takes its own stream over.
+	b2, err := r.Claim("east", "", "session-b", "10.0.0.2:2001")
+	must(t, err)
+	// Once b has gone, a may have the cluster back.
+	b2.Close()
+	a2, err := r.Claim("east", "", "session-a", "10.0.0.1:1002")
+	must(t, err)
+	if st := status(t, r, "east"); st.Duplicate != "" || !st.Connected {
+		t.Errorf("after b left and a came back: %+v", st)
+	}
+	// A restarted spoke pod (a new session) replaces a live one, as a
+	// rollout does, and the pod it replaced is displaced.
+	if _, err := r.Claim("east", "", "session-c", "10.0.0.3:3000"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a2.Superseded():
+	default:
+		t.Error("a new spoke pod did not take over")
+	}
+	// Streams that name no session (tests, old spokes) never displace.
+	if _, err := r.Claim("east", "", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Claim("east", "", "session-c", ""); err != nil {
+		t.Errorf("a session-less stream displaced session c: %v", err)
+	}
 }

@@ -125,8 +125,13 @@ type shard struct {
 
 	gen        uint64 // generation of the owning Conn
 	superseded chan struct{}
-	status     ClusterStatus
-	intern     *federation.Interner
+	// holder is the spoke of the newest stream; displaced are spokes
+	// whose live streams a spoke of another session took over, and that
+	// may not take the cluster back while it streams.
+	holder    spokeID
+	displaced map[string]*displacedSpoke // by session
+	status    ClusterStatus
+	intern    *federation.Interner
 }
 
 func newShard(id federation.ClusterID) *shard {
@@ -183,6 +188,25 @@ func (s *shard) editTagged(key string, upserts []*federationpb.Endpoint, removed
 
 func (s *shard) network() federation.NetworkID { return federation.NetworkID(s.cluster.GetNetwork()) }
 
+// spokeID names a spoke process: its session, the same on every stream
+// it opens, and the address of its current stream.
+type spokeID struct{ session, peer string }
+
+// displacedSpoke is a spoke whose stream another spoke took over.
+type displacedSpoke struct {
+	peer        string
+	by          spokeID
+	lastRefused time.Time // zero until it tried to come back
+}
+
+// maxDisplaced bounds the displaced spokes remembered per cluster; the
+// oldest is forgotten first.
+const maxDisplaced = 8
+
+// duplicateWindow is how long after a displaced spoke last tried to come
+// back the cluster is reported as having two spokes.
+const duplicateWindow = time.Minute
+
 // ClusterStatus reports a cluster's connection, lease and shard, for
 // operators.
 type ClusterStatus struct {
@@ -215,10 +239,21 @@ type ClusterStatus struct {
 	// PolicyRefusals counts updates refused because the cluster policy
 	// does not allow something in them (each also a Nack).
 	PolicyRefusals uint64 `json:"policyRefusals"`
-	Services       int    `json:"services"`
-	Endpoints      int    `json:"endpoints"`
-	Workloads      int    `json:"workloads"`
-	Gateways       int    `json:"gateways"`
+	// Peer is the address of the current (or last) stream's spoke.
+	Peer string `json:"peer,omitempty"`
+	// Supersessions counts streams taken over by a spoke of another
+	// session while they were up (a spoke pod replaced, or a second spoke).
+	Supersessions uint64 `json:"supersessions"`
+	// DuplicateRefusals counts streams refused because their spoke had
+	// been displaced by another that still streams.
+	DuplicateRefusals uint64 `json:"duplicateRefusals"`
+	// Duplicate names the two spokes while a displaced spoke keeps trying
+	// to stream for the cluster (within a minute of its last try).
+	Duplicate string `json:"duplicate,omitempty"`
+	Services  int    `json:"services"`
+	Endpoints int    `json:"endpoints"`
+	Workloads int    `json:"workloads"`
+	Gateways  int    `json:"gateways"`
 }
 
 // Status returns every cluster's status, sorted by ID.
@@ -262,6 +297,7 @@ func (r *Registry) statusLocked() []ClusterStatus {
 			st.StaleAt, st.WithdrawAt = r.leaseDeadlines(s)
 		}
 		st.ID = s.id
+		st.Duplicate = s.duplicate(now)
 		st.Network = s.cluster.GetNetwork()
 		st.TrustDomain = s.cluster.GetTrustDomain()
 		st.Session = s.session
@@ -288,6 +324,18 @@ type Conn struct {
 // Connect takes the cluster's shard for a new stream and supersedes the
 // previous stream's Conn, if any.
 func (r *Registry) Connect(id federation.ClusterID, build string) *Conn {
+	c, _ := r.Claim(id, build, "", "")
+	return c
+}
+
+// Claim is Connect for a stream of the spoke whose session is session
+// (the same on all its streams) at address peer. A spoke of another
+// session that takes over a live stream displaces that stream's spoke:
+// the displaced spoke gets ErrHeld while the new one streams, so that two
+// spokes running for one cluster do not take the stream from each other
+// in turn. The newer one holds it, which is what a replaced spoke pod
+// needs. An empty session never displaces nor is displaced.
+func (r *Registry) Claim(id federation.ClusterID, build, session, peer string) (*Conn, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, ok := r.shards[id]
@@ -296,6 +344,23 @@ func (r *Registry) Connect(id federation.ClusterID, build string) *Conn {
 		r.shards[id] = s
 		r.membersChangedLocked()
 	}
+	now := r.now()
+	if d, ok := s.displaced[session]; ok && session != "" {
+		if s.status.Connected {
+			d.lastRefused, d.peer = now, peer
+			s.status.DuplicateRefusals++
+			r.statusChangedLocked()
+			return nil, fmt.Errorf("%w: the spoke at %s (session %s) took cluster %q over from this spoke (at %s, session %s) and still streams; two spokes run for one cluster: stop one",
+				ErrHeld, s.holder.peer, s.holder.session, id, peer, session)
+		}
+		delete(s.displaced, session) // the other one has gone: this one may have it back
+	}
+	if s.status.Connected && session != "" && s.holder.session != "" && s.holder.session != session {
+		s.displace(s.holder, spokeID{session, peer})
+		s.status.Supersessions++
+	}
+	s.holder = spokeID{session, peer}
+	s.status.Peer = peer
 	if s.superseded != nil {
 		close(s.superseded)
 	}
@@ -320,7 +385,39 @@ func (r *Registry) Connect(id federation.ClusterID, build string) *Conn {
 	r.statusChangedLocked()
 	r.wakeLeasesLocked()
 	// A live cluster whose spoke reconnects changes nothing proxies see.
-	return &Conn{r: r, id: id, gen: s.gen, superseded: s.superseded}
+	return &Conn{r: r, id: id, gen: s.gen, superseded: s.superseded}, nil
+}
+
+// displace remembers that by took the cluster over from old.
+func (s *shard) displace(old, by spokeID) {
+	if s.displaced == nil {
+		s.displaced = map[string]*displacedSpoke{}
+	}
+	if len(s.displaced) >= maxDisplaced {
+		var oldest string
+		for k := range s.displaced {
+			if oldest == "" || k < oldest {
+				oldest = k // any will do; sessions are random
+			}
+		}
+		delete(s.displaced, oldest)
+	}
+	s.displaced[old.session] = &displacedSpoke{peer: old.peer, by: by}
+}
+
+// duplicate describes the displaced spoke that tried last, within
+// duplicateWindow of now, or "".
+func (s *shard) duplicate(now time.Time) string {
+	var last *displacedSpoke
+	for _, d := range s.displaced {
+		if !d.lastRefused.IsZero() && now.Sub(d.lastRefused) < duplicateWindow && (last == nil || d.lastRefused.After(last.lastRefused)) {
+			last = d
+		}
+	}
+	if last == nil || !s.status.Connected {
+		return ""
+	}
+	return fmt.Sprintf("two spokes stream for this cluster: %s holds it, %s was refused %s ago", s.holder.peer, last.peer, now.Sub(last.lastRefused).Round(time.Second))
 }
 
 // Cluster is the cluster this Conn writes.
