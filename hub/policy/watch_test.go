@@ -65,7 +65,7 @@ func TestWatcherReloads(t *testing.T) {
 	counts := func() (int, int) { mu.Lock(); defer mu.Unlock(); return len(applied), len(results) }
 
 	write("clusters:\n- id: east\n  networks: [n1]\n- id: west\n  networks: [n2]\n")
-	waitUntil(t, tick, func() bool { a, _ := counts(); return a == 1 })
+	waitUntil(t, tick, func() bool { a, r := counts(); return a == 1 && r == 1 })
 	mu.Lock()
 	if got := applied[0].Clusters(); len(got) != 2 || results[0] != nil {
 		t.Errorf("reload: clusters %v, result %v", got, results[0])
@@ -78,7 +78,7 @@ func TestWatcherReloads(t *testing.T) {
 		tick()
 	}
 	write("clusters:\n- id: north\n  networks: [n3]\n")
-	waitUntil(t, tick, func() bool { a, _ := counts(); return a == 2 })
+	waitUntil(t, tick, func() bool { a, r := counts(); return a == 2 && r == 3 })
 	mu.Lock()
 	if got := applied[1].Clusters(); len(got) != 1 || got[0] != "north" {
 		t.Errorf("after a refused edit, the next good file applies: clusters %v", got)
