@@ -55,6 +55,7 @@ func TestCharts(t *testing.T) {
 		{name: "hub-single", chart: "meshfed-hub", check: checkHubSingle},
 		{name: "hub-user-affinity", chart: "meshfed-hub", check: checkHubUserAffinity},
 		{name: "hub-loopback-debug", chart: "meshfed-hub", wantErr: `debug.host "127.0.0.1" is loopback-only`},
+		{name: "hub-xds-no-tls", chart: "meshfed-hub", wantErr: "xds.enabled needs xds.tls.secretName"},
 		{name: "hub-bad-anti-affinity", chart: "meshfed-hub", wantErr: `podAntiAffinity "preferred": want "soft", "hard" or "none"`},
 		{name: "spoke", chart: "meshfed-spoke", check: checkSpoke},
 		{name: "spoke-hub-list", chart: "meshfed-spoke", check: checkSpokeHubList},
@@ -367,7 +368,15 @@ func checkHubHAXDS(t *testing.T, r rendered) {
 		t.Errorf("affinity %+v: the nodeAffinity value is lost", a)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	checkFlags(t, hubFlags(t, c.Args), map[string]string{"xds-addr": ":15010", "debug-addr": ":8080"})
+	checkFlags(t, hubFlags(t, c.Args), map[string]string{
+		"xds-addr": ":15010", "debug-addr": ":8080",
+		"xds-tls-cert": "/etc/meshfed/xds-tls/tls.crt", "xds-tls-key": "/etc/meshfed/xds-tls/tls.key", "xds-tls-ca": "/etc/meshfed/xds-tls/ca.crt",
+	})
+	if !slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "xds-tls" && v.Secret != nil && v.Secret.SecretName == "meshfed-hub-xds-tls"
+	}) {
+		t.Errorf("no xds-tls volume from the Secret meshfed-hub-xds-tls: %+v", d.Spec.Template.Spec.Volumes)
+	}
 	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "xds": 15010, "debug": 8080})
 	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010})
 	want := map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}

@@ -30,6 +30,14 @@ type Config struct {
 	XDSMaxMessageBytes int
 	// XDS TLS: a key pair secures the xDS port; a CA also requires client certificates.
 	XDSCertFile, XDSKeyFile, XDSCAFile string
+	// XDSPlaintext accepts plaintext xDS on an address beyond loopback
+	// (Insecure does too).
+	XDSPlaintext bool
+	// XDSStreamRate and XDSStreamBurst bound the new xDS streams one
+	// source IP may open (0: the xDS server's defaults; a negative rate:
+	// no limit). Loopback is exempt.
+	XDSStreamRate  float64
+	XDSStreamBurst int
 	// DebugAddr serves /debug/*, /healthz, /readyz and /metrics. It is
 	// local-only by default: the debug views show the whole clusterset.
 	DebugAddr string
@@ -102,6 +110,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.XDSCertFile, "xds-tls-cert", c.XDSCertFile, "TLS certificate for the xDS port (PEM; plaintext when unset)")
 	fs.StringVar(&c.XDSKeyFile, "xds-tls-key", c.XDSKeyFile, "TLS key for the xDS port (PEM)")
 	fs.StringVar(&c.XDSCAFile, "xds-tls-ca", c.XDSCAFile, "CA of proxy client certificates; when set, proxies must present one")
+	fs.BoolVar(&c.XDSPlaintext, "xds-plaintext", c.XDSPlaintext, "serve plaintext xDS on an address beyond loopback (without --xds-tls-*, any client that reaches the port can read every network's endpoints)")
+	fs.Float64Var(&c.XDSStreamRate, "xds-stream-rate", c.XDSStreamRate, "new xDS streams a second one source IP may open once it has spent --xds-stream-burst (0: 20; negative: no limit; loopback is exempt)")
+	fs.IntVar(&c.XDSStreamBurst, "xds-stream-burst", c.XDSStreamBurst, "new xDS streams one source IP may open at once (0: 100)")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "address for /debug, /healthz, /readyz and /metrics (HTTP; keep it local)")
 	fs.BoolVar(&c.DebugCmdline, "debug-cmdline", c.DebugCmdline, "serve /debug/pprof/cmdline (it shows the command line, key paths included)")
 	fs.Func("debug-hosts", "comma-separated Host names a loopback --debug-addr accepts besides localhost and IP addresses (others are refused against DNS rebinding)", func(v string) (err error) {
@@ -138,6 +149,12 @@ func (c Config) Validate() error {
 	}
 	if (c.XDSCertFile == "") != (c.XDSKeyFile == "") || (c.XDSCAFile != "" && c.XDSCertFile == "") {
 		errs = append(errs, errors.New("--xds-tls-cert and --xds-tls-key go together, and --xds-tls-ca needs them"))
+	}
+	if c.XDSAddr != "" && c.XDSCertFile == "" && !c.Insecure && !c.XDSPlaintext && !isLoopback(c.XDSAddr) {
+		errs = append(errs, fmt.Errorf("--xds-addr %s would serve plaintext xDS beyond loopback: set --xds-tls-cert and --xds-tls-key (with --xds-tls-ca proxies must present certificates), or accept plaintext with --xds-plaintext", c.XDSAddr))
+	}
+	if c.XDSStreamBurst < 0 {
+		errs = append(errs, fmt.Errorf("--xds-stream-burst %d is negative", c.XDSStreamBurst))
 	}
 	if c.MaxMessageBytes < 64<<10 {
 		errs = append(errs, fmt.Errorf("--max-message-bytes %d is below 64 KiB", c.MaxMessageBytes))

@@ -52,3 +52,44 @@ func TestMemoryLimitRatioFlag(t *testing.T) {
 		})
 	}
 }
+
+func TestXDSPlaintextNeedsSayingSo(t *testing.T) {
+	tls := []string{"--tls-cert=c", "--tls-key=k", "--tls-ca=ca"}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "default address, no xDS TLS", args: tls, wantErr: "--xds-addr :15010 would serve plaintext xDS beyond loopback"},
+		{name: "said so", args: append([]string{"--xds-plaintext"}, tls...)},
+		{name: "insecure", args: []string{"--insecure"}},
+		{name: "loopback", args: append([]string{"--xds-addr=127.0.0.1:15010"}, tls...)},
+		{name: "localhost", args: append([]string{"--xds-addr=localhost:15010"}, tls...)},
+		{name: "IPv6 loopback", args: append([]string{"--xds-addr=[::1]:15010"}, tls...)},
+		{name: "xDS TLS", args: append([]string{"--xds-tls-cert=x", "--xds-tls-key=y"}, tls...)},
+		{name: "xDS off", args: append([]string{"--xds-addr="}, tls...)},
+		{name: "negative burst", args: []string{"--insecure", "--xds-stream-burst=-1"}, wantErr: "--xds-stream-burst -1 is negative"},
+		{name: "bad debug host", args: []string{"--insecure", "--debug-hosts=a:80"}, wantErr: "parse"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			fs := flag.NewFlagSet("hub", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			cfg.AddFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				if tt.wantErr != "parse" {
+					t.Fatalf("parsing %q: %v", tt.args, err)
+				}
+				return
+			}
+			err := cfg.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("Validate() = %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("Validate() = %v, want an error saying %q", err, tt.wantErr)
+			}
+		})
+	}
+}

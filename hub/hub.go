@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"k8s.io/utils/clock"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/debug"
 	"github.com/meshfed/meshfed/hub/ingest"
@@ -90,19 +94,39 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveTime / 2, PermitWithoutStream: true}),
 	}
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		debug.NewClusterCollector(reg))
+	handshakeFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "meshfed_hub_tls_handshake_failures_total",
+		Help: "TLS handshakes that failed, by listener (federation, xds) and reason; the hub logs each peer's first failure a minute.",
+	}, []string{"listener", "reason"})
+	promReg.MustRegister(handshakeFailures)
+	observe := func(listener string, tlsLog *slog.Logger) func(credentials.TransportCredentials) credentials.TransportCredentials {
+		for _, r := range pki.HandshakeFailureReasons() {
+			handshakeFailures.WithLabelValues(listener, r)
+		}
+		return func(c credentials.TransportCredentials) credentials.TransportCredentials {
+			return pki.ObservedCredentials(c, tlsLog, func(reason string) { handshakeFailures.WithLabelValues(listener, reason).Inc() })
+		}
+	}
+	expiring := map[string]pki.Expiring{}
 	if cfg.Insecure {
 		auth = ingest.Insecure
 		log.Warn("serving plaintext federation: spokes are trusted to name their own cluster")
 	} else {
-		tlsCfg, err := pki.ServerConfig(cfg.CertFile, cfg.KeyFile, cfg.CAFile, log.With("component", "tls"))
+		tlsLog := log.With("component", "tls")
+		kp, err := pki.LoadKeyPair(cfg.CertFile, cfg.KeyFile, tlsLog)
 		if err != nil {
 			return nil, fmt.Errorf("federation TLS: %w", err)
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+		cas, err := pki.LoadBundle(cfg.CAFile, tlsLog)
+		if err != nil {
+			return nil, fmt.Errorf("federation TLS: %w", err)
+		}
+		expiring["federation"], expiring["ca"] = kp, cas
+		opts = append(opts, grpc.Creds(observe("federation", tlsLog)(credentials.NewTLS(pki.NewServerConfig(kp, cas)))))
 	}
-	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		debug.NewClusterCollector(reg))
 	srv := ingest.NewServer(ingest.Config{MaxMessageBytes: cfg.MaxMessageBytes, HubID: cfg.ID}, reg, auth,
 		ingest.NewMetrics(promReg), log.With("component", "ingest"))
 	g := grpc.NewServer(opts...)
@@ -123,10 +147,14 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		return nil, fmt.Errorf("federation listener: %w", err)
 	}
 	if cfg.XDSAddr != "" {
-		if h.xds, err = newXDS(cfg, promReg, log); err != nil {
+		xlog := log.With("component", "xds-tls")
+		if h.xds, err = newXDS(cfg, reg, promReg, expiring, observe("xds", xlog), log); err != nil {
 			_ = h.fedLis.Close()
 			return nil, err
 		}
+	}
+	if len(expiring) > 0 {
+		promReg.MustRegister(pki.NewExpiryCollector("meshfed_hub", expiring))
 	}
 	if cfg.DebugAddr != "" {
 		if h.debugLis, err = net.Listen("tcp", cfg.DebugAddr); err != nil {
@@ -148,21 +176,79 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	return h, nil
 }
 
-func newXDS(cfg Config, promReg prometheus.Registerer, log *slog.Logger) (*xds.Server, error) {
+func newXDS(cfg Config, reg *registry.Registry, promReg prometheus.Registerer, expiring map[string]pki.Expiring,
+	wrap func(credentials.TransportCredentials) credentials.TransportCredentials, log *slog.Logger,
+) (*xds.Server, error) {
 	xcfg := xds.Config{
 		Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: cfg.XDSMaxMessageBytes, TrustDomain: cfg.TrustDomain,
+		StreamRate: cfg.XDSStreamRate, StreamBurst: cfg.XDSStreamBurst, Authorize: proxyAuthorizer(cfg.TrustDomain, reg),
 	}
-	var err error
-	switch {
-	case cfg.XDSCAFile != "":
-		xcfg.TLS, err = pki.ServerConfig(cfg.XDSCertFile, cfg.XDSKeyFile, cfg.XDSCAFile, log.With("component", "xds-tls"))
-	case cfg.XDSCertFile != "":
-		xcfg.TLS, err = pki.ServerOnlyConfig(cfg.XDSCertFile, cfg.XDSKeyFile, log.With("component", "xds-tls"))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("xds TLS: %w", err)
+	xlog := log.With("component", "xds-tls")
+	if cfg.XDSCertFile != "" {
+		kp, err := pki.LoadKeyPair(cfg.XDSCertFile, cfg.XDSKeyFile, xlog)
+		if err != nil {
+			return nil, fmt.Errorf("xds TLS: %w", err)
+		}
+		expiring["xds"] = kp
+		xcfg.TLS, xcfg.WrapCreds = pki.NewServerOnlyConfig(kp), wrap
+		if cfg.XDSCAFile != "" {
+			cas, err := pki.LoadBundle(cfg.XDSCAFile, xlog)
+			if err != nil {
+				return nil, fmt.Errorf("xds TLS: %w", err)
+			}
+			expiring["xds_ca"] = cas
+			xcfg.TLS = pki.NewServerConfig(kp, cas)
+		}
+	} else if !isLoopback(cfg.XDSAddr) {
+		log.Warn("serving plaintext xDS beyond loopback: any client that reaches the port may claim any proxy identity and read every network's endpoints",
+			"addr", cfg.XDSAddr)
 	}
 	return xds.New(xcfg, promReg, log.With("component", "xds"))
+}
+
+// proxyAuthorizer admits a proxy whose identity is in the trust domain of
+// the cluster it claims, as the xDS server's default does, and, under a
+// cluster policy, in one the policy lists for that cluster.
+func proxyAuthorizer(defaultTrustDomain string, reg *registry.Registry) xds.Authorizer {
+	base := xds.TrustDomainAuthorizer(defaultTrustDomain)
+	return func(id *url.URL, p xds.Proxy, clusters []*federation.ClusterInfo) error {
+		if err := base(id, p, clusters); err != nil {
+			return err
+		}
+		pol := reg.Policy()
+		if pol == nil {
+			return nil
+		}
+		if p.Cluster == "" {
+			return fmt.Errorf("under a cluster policy a proxy must name its cluster (CLUSTER_ID) so that its network %q can be checked", p.Network)
+		}
+		c := pol.Cluster(p.Cluster)
+		if c == nil {
+			return fmt.Errorf("%w: the cluster policy does not name the claimed cluster %q", xds.ErrClusterTrustDomain, p.Cluster)
+		}
+		if !slices.Contains(c.TrustDomains, id.Host) {
+			return fmt.Errorf("%w: the cluster policy gives cluster %q the trust domains %v, not %q", xds.ErrClusterTrustDomain, p.Cluster, c.TrustDomains, id.Host)
+		}
+		// The network decides which pod IPs the proxy is sent: it must be
+		// one of its cluster's.
+		if !slices.Contains(c.Networks, string(p.Network)) {
+			return fmt.Errorf("the cluster policy gives cluster %q the networks %v, not the claimed %q", p.Cluster, c.Networks, p.Network)
+		}
+		return nil
+	}
+}
+
+// isLoopback reports whether a listen address binds loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // XDS is the hub's xDS server, or nil when disabled.

@@ -40,6 +40,10 @@ type Spoke struct {
 	hubs    *hubSet
 	// metrics is what the debug server's /metrics serves.
 	metrics *prometheus.Registry
+	// keyPair and cas are the TLS material every hub link shares; nil
+	// with --insecure.
+	keyPair *pki.KeyPair
+	cas     *pki.Bundle
 }
 
 // source is where the cluster's objects come from.
@@ -62,6 +66,14 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		return nil, fmt.Errorf("--cluster-id, --network or --trust-domain: %w", err)
 	}
 	log = log.With("cluster", cfg.ClusterID)
+	var kp *pki.KeyPair
+	var cas *pki.Bundle
+	if !cfg.Insecure {
+		var err error
+		if kp, cas, err = loadTLS(cfg, log.With("component", "tls")); err != nil {
+			return nil, err
+		}
+	}
 	src, err := newSource(cfg, log.With("component", "source"))
 	if err != nil {
 		return nil, err
@@ -73,6 +85,9 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	metrics := prometheus.NewRegistry()
 	uplinks := uplink.NewMetrics()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), uplinks)
+	if !cfg.Insecure {
+		metrics.MustRegister(pki.NewExpiryCollector("meshfed_spoke", map[string]pki.Expiring{"federation": kp, "ca": cas}))
+	}
 	t := shard.NewTracker()
 	s := &Spoke{
 		cfg:     cfg,
@@ -81,6 +96,8 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), builderOptions(src, metrics)...),
 		source:  src,
 		metrics: metrics,
+		keyPair: kp,
+		cas:     cas,
 	}
 	members := &syncproto.Members{}
 	s.hubs = &hubSet{
@@ -111,11 +128,7 @@ func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, member
 		if s.cfg.ServerName != "" {
 			serverName = s.cfg.ServerName
 		}
-		tlsCfg, err := pki.ClientConfig(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.CAFile, serverName, s.log.With("component", "tls"))
-		if err != nil {
-			return nil, fmt.Errorf("hub TLS: %w", err)
-		}
-		creds = credentials.NewTLS(tlsCfg)
+		creds = credentials.NewTLS(pki.NewClientConfig(s.keyPair, s.cas, serverName))
 	}
 	conn, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(creds),
@@ -138,6 +151,26 @@ func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, member
 			FullAcked: func() { releaseMemory(log) },
 		}, stream, dial, log),
 	}, nil
+}
+
+// loadTLS loads the spoke's key pair and the hub's CA bundle, and checks
+// that the certificate names the cluster: the hub binds a stream to the
+// cluster its client certificate names, so a spoke with another cluster's
+// certificate would be refused at every reconnect.
+func loadTLS(cfg Config, log *slog.Logger) (*pki.KeyPair, *pki.Bundle, error) {
+	kp, err := pki.LoadKeyPair(cfg.CertFile, cfg.KeyFile, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tls-cert, --tls-key: %w", err)
+	}
+	want := federation.ClusterSPIFFEID(cfg.TrustDomain, federation.ClusterID(cfg.ClusterID))
+	if err := pki.CheckSPIFFEID(kp.Leaf(), want); err != nil {
+		return nil, nil, fmt.Errorf("--tls-cert %s is not for --cluster-id %q of --trust-domain %q: %w", cfg.CertFile, cfg.ClusterID, cfg.TrustDomain, err)
+	}
+	cas, err := pki.LoadBundle(cfg.CAFile, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tls-ca: %w", err)
+	}
+	return kp, cas, nil
 }
 
 // builderOptions has the builder record its metrics in metrics and report
@@ -178,7 +211,9 @@ func (s *Spoke) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--debug-addr: %w", err)
 		}
-		g.Go(func() error { return serveDebug(ctx, lis, s.metrics) })
+		g.Go(func() error {
+			return serveDebugWith(ctx, lis, s.metrics, debugOptions{cmdline: s.cfg.DebugCmdline, hosts: s.cfg.DebugHosts})
+		})
 	}
 	kind, location := s.cfg.source()
 	s.log.Info("spoke running", "hub", s.cfg.Hub, "source", kind, "location", location, "tls", !s.cfg.Insecure)

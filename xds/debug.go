@@ -12,7 +12,10 @@ import (
 
 // ProxyStatus is one entry of /debug/proxies.
 type ProxyStatus struct {
-	ID          string               `json:"id"`
+	ID string `json:"id"`
+	// Identity is the SPIFFE ID of the proxy's client certificate, when
+	// the xDS port requires one.
+	Identity    string               `json:"identity,omitempty"`
 	Cluster     string               `json:"cluster,omitempty"`
 	Network     string               `json:"network,omitempty"`
 	Locality    string               `json:"locality,omitempty"`
@@ -29,7 +32,7 @@ func (s *Server) Proxies() []ProxyStatus {
 	out := make([]ProxyStatus, 0, len(pp.streams))
 	for _, p := range pp.streams {
 		ps := ProxyStatus{
-			ID: p.ID, Cluster: string(p.Cluster), Network: string(p.Network), Delta: p.Delta, ConnectedAt: p.ConnectedAt,
+			ID: p.ID, Identity: urlString(p.identity), Cluster: string(p.Cluster), Network: string(p.Network), Delta: p.Delta, ConnectedAt: p.ConnectedAt,
 			Types: make(map[string]typeState, len(p.Types)),
 		}
 		if l := p.Locality; l != (resources.Locality{}) {

@@ -48,11 +48,10 @@ func legacyWildcard(typeURL string) bool {
 
 // deltaStream is one stream's state, owned by its goroutine.
 type deltaStream struct {
-	h          *deltaHandler
-	id         streamID
-	send       func(*discovery.DeltaDiscoveryResponse) error
-	registered bool // the proxy book has the stream
-	types      map[string]*deltaType
+	h     *deltaHandler
+	id    streamID
+	send  func(*discovery.DeltaDiscoveryResponse) error
+	types map[string]*deltaType
 	// responses carries the watches' answers; each watch sends at most
 	// one, and a type has one watch at a time.
 	responses chan *deltaResp
@@ -73,6 +72,9 @@ func (h *deltaHandler) serve(stream discovery.AggregatedDiscoveryService_DeltaAg
 		types:     map[string]*deltaType{},
 		responses: make(chan *deltaResp, maxTypesPerStream),
 	}
+	if err := h.proxies.opened(stream.Context(), st.id); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	reqs := receive(ctx, stream.Recv)
 	defer func() {
@@ -80,9 +82,7 @@ func (h *deltaHandler) serve(stream discovery.AggregatedDiscoveryService_DeltaAg
 		for _, t := range st.types {
 			t.cancel()
 		}
-		if st.registered {
-			h.proxies.closed(st.id)
-		}
+		h.proxies.closed(st.id)
 	}()
 	for {
 		select {
@@ -195,7 +195,6 @@ func (st *deltaStream) request(req *discovery.DeltaDiscoveryRequest) error {
 		t.cancel = func() {}
 		return err
 	}
-	st.registered = true
 	view := translate.ViewFor(typeURL, p.View()).Key
 	t.cancel = st.h.cache.watchDelta(view, &deltaWatch{
 		typeURL: typeURL, first: req.GetResponseNonce() == "", sub: t.sub, ch: st.responses,

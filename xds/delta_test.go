@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/utils/clock"
 )
 
 func TestSubscription(t *testing.T) {
@@ -99,7 +100,9 @@ func (f *fakeDeltaStream) recv(t *testing.T) *discovery.DeltaDiscoveryResponse {
 // newDeltaHandler returns a handler over an empty cache, serving.
 func newDeltaHandler(t *testing.T) *deltaHandler {
 	t.Helper()
-	p := newProxies(newMetrics(prometheus.NewRegistry(), func() int64 { return 0 }), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := newMetrics(prometheus.NewRegistry(), func() int64 { return 0 })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})})
 	ready := make(chan struct{})
 	close(ready)
 	return &deltaHandler{cache: NewCache(p.viewOf), proxies: p, ready: ready, stopping: t.Context().Done()}

@@ -14,6 +14,13 @@
 // view and tells the push loop when a view comes into use or goes out of
 // it.
 //
+// The port is guarded before any of that: new streams are rate-limited per
+// source address, and when the TLS configuration requires client
+// certificates each stream's SPIFFE identity is recorded and, with the
+// claims of the node on its first request, put to an [Authorizer] (by
+// default: the identity is in one of the clusterset's trust domains, and
+// in that of the cluster the node claims).
+//
 // Invariants:
 //   - Responses reference shared, already encoded resources; nothing is
 //     encoded per proxy.
@@ -23,4 +30,7 @@
 //     cache; watches read the cache under its lock.
 //   - No proxy is answered before the first snapshot (the warm one) is
 //     pushed.
+//   - Where client certificates are required, no proxy is answered, nor
+//     enters the book, before its identity is authorized for its node's
+//     claims.
 package xds

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -35,9 +36,11 @@ type streamID struct {
 type proxies struct {
 	log      *slog.Logger
 	metrics  *metrics
+	auth     *streamAuth
 	clusters atomic.Pointer[[]*federation.ClusterInfo] // of the last pushed snapshot
 
 	mu      sync.Mutex
+	idents  map[streamID]*url.URL // open streams' peer identities, when required
 	streams map[streamID]*proxyState
 	nodes   map[string]*proxyState // node ID → the latest stream of that proxy
 	inUse   map[translate.View]int // views some proxy uses → how many streams
@@ -45,9 +48,9 @@ type proxies struct {
 	wake    chan struct{}          // has a value when the views in use changed
 }
 
-func newProxies(m *metrics, log *slog.Logger) *proxies {
+func newProxies(m *metrics, log *slog.Logger, auth *streamAuth) *proxies {
 	return &proxies{
-		log: log, metrics: m,
+		log: log, metrics: m, auth: auth, idents: map[streamID]*url.URL{},
 		streams: map[streamID]*proxyState{}, nodes: map[string]*proxyState{}, inUse: map[translate.View]int{},
 		wake: make(chan struct{}, 1),
 	}
@@ -56,6 +59,7 @@ func newProxies(m *metrics, log *slog.Logger) *proxies {
 // proxyState is what /debug/proxies shows of one stream.
 type proxyState struct {
 	Proxy
+	identity    *url.URL              // nil when identities are not required
 	Delta       bool                  `json:"delta"`
 	ConnectedAt time.Time             `json:"connectedAt"`
 	Types       map[string]*typeState `json:"types"`
@@ -87,6 +91,7 @@ func (s *Server) callbacks(stopping <-chan struct{}) gcpserver.Callbacks {
 		return err
 	}
 	return gcpserver.CallbackFuncs{
+		StreamOpenFunc:   func(ctx context.Context, id int64, _ string) error { return p.opened(ctx, streamID{false, id}) },
 		StreamClosedFunc: func(id int64, _ *core.Node) { p.closed(streamID{false, id}) },
 		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
 			return request(streamID{false, id}, req.GetNode(), req.GetTypeUrl(), len(req.GetResourceNames()),
@@ -105,15 +110,42 @@ func (p *proxies) setClusters(c []*federation.ClusterInfo) { p.clusters.Store(&c
 func (p *proxies) hasClusters() bool { return p.clusters.Load() != nil }
 
 func (p *proxies) proxyFromNode(node *core.Node) (Proxy, error) {
-	var clusters []*federation.ClusterInfo
+	return ProxyFromNode(node, p.knownClusters())
+}
+
+func (p *proxies) knownClusters() []*federation.ClusterInfo {
 	if c := p.clusters.Load(); c != nil {
-		clusters = *c
+		return *c
 	}
-	return ProxyFromNode(node, clusters)
+	return nil
+}
+
+// urlString is u's string, "" for nil: a log attribute for an identity
+// that may be absent.
+func urlString(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	return u.String()
+}
+
+// opened records a stream's peer identity, when identities are required;
+// a stream whose peer has none is refused. The identity is authorized
+// with the proxy's claims on the stream's first request.
+func (p *proxies) opened(ctx context.Context, id streamID) error {
+	ident, err := p.auth.identify(ctx)
+	if err != nil || ident == nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.idents[id] = ident
+	return nil
 }
 
 // request records a request and returns the stream's proxy; the first
-// request of a stream registers it.
+// request of a stream registers it, once its identity may make its node's
+// claims.
 func (p *proxies) request(id streamID, node *core.Node, typeURL string, names int, wildcard bool, nonce string, nack *status.Status) (Proxy, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -121,14 +153,19 @@ func (p *proxies) request(id streamID, node *core.Node, typeURL string, names in
 	if !ok {
 		proxy, err := p.proxyFromNode(node)
 		if err != nil {
-			p.log.Warn("proxy refused", "err", err)
+			p.auth.refusals.refuse(refusedInvalidNode, "identity", urlString(p.idents[id]), "err", err)
 			return Proxy{}, err
 		}
-		ps = &proxyState{Proxy: proxy, Delta: id.delta, ConnectedAt: time.Now(), Types: map[string]*typeState{}}
+		ident := p.idents[id]
+		if err := p.auth.check(ident, proxy, p.knownClusters()); err != nil {
+			return Proxy{}, err
+		}
+		ps = &proxyState{Proxy: proxy, identity: ident, Delta: id.delta, ConnectedAt: time.Now(), Types: map[string]*typeState{}}
 		p.streams[id] = ps
 		p.nodes[proxy.ID] = ps
 		p.metrics.proxies.Inc()
-		p.log.Debug("proxy connected", "proxy", proxy.ID, "cluster", proxy.Cluster, "network", proxy.Network, "delta", id.delta)
+		p.log.Debug("proxy connected", "proxy", proxy.ID, "identity", urlString(ident),
+			"cluster", proxy.Cluster, "network", proxy.Network, "delta", id.delta)
 	}
 	t := ps.Types[typeURL]
 	if t == nil {
@@ -168,9 +205,11 @@ func (p *proxies) sent(id streamID, typeURL string) {
 	}
 }
 
+// closed forgets a stream, registered or not.
 func (p *proxies) closed(id streamID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.idents, id)
 	ps, ok := p.streams[id]
 	if !ok {
 		return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sync/atomic"
 	"time"
@@ -35,12 +36,43 @@ type Config struct {
 	// is pushed at once; changes closer together than this coalesce into
 	// one push per interval.
 	PushInterval time.Duration
-	// TLS, when set, secures the xDS port.
+	// TLS, when set, secures the xDS port. When it requires and verifies
+	// client certificates, each stream's peer identity (the SPIFFE ID of
+	// its certificate) is recorded and authorized.
 	TLS *tls.Config
+	// WrapCreds, when set, wraps the transport credentials made from TLS
+	// (to log and count failed handshakes).
+	WrapCreds func(credentials.TransportCredentials) credentials.TransportCredentials
+	// Authorize decides whether a proxy may be served as its node claims,
+	// when TLS requires client certificates; nil is
+	// TrustDomainAuthorizer(TrustDomain).
+	Authorize Authorizer
+	// StreamRate is how many new streams a second one source IP address
+	// may open once it has spent StreamBurst: 0 is DefaultStreamRate, a
+	// negative rate no limit. Loopback addresses are exempt unless
+	// LimitLoopback is set.
+	StreamRate float64
+	// StreamBurst is how many streams one address may open at once; 0 is
+	// DefaultStreamBurst.
+	StreamBurst int
+	// LimitLoopback applies the stream rate limit to loopback peers too.
+	LimitLoopback bool
 	// MaxMessageBytes bounds messages in both directions.
 	MaxMessageBytes int
-	// Clock drives the debounce; nil is the real clock.
+	// Clock drives the debounce and the stream rate limit; nil is the
+	// real clock.
 	Clock clock.Clock
+}
+
+// Validate checks what New cannot default.
+func (c Config) Validate() error {
+	switch {
+	case c.StreamBurst < 0:
+		return fmt.Errorf("%w: xds stream burst %d is negative", federation.ErrInvalid, c.StreamBurst)
+	case math.IsNaN(c.StreamRate):
+		return fmt.Errorf("%w: xds stream rate is not a number", federation.ErrInvalid)
+	}
+	return nil
 }
 
 // Type URLs of Istio ambient's workload API.
@@ -54,15 +86,17 @@ const (
 // handling, debounces snapshots into pushes, applies the translator's set
 // updates to the cache, and keeps the book of connected proxies.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	clock   clock.Clock
-	lis     net.Listener
-	cache   *Cache
-	proxies *proxies
-	metrics *metrics
-	tr      *translate.Translator // owned by the push loop
-	encodes atomic.Int64          // the translator's count, for the metric
+	cfg      Config
+	log      *slog.Logger
+	clock    clock.Clock
+	lis      net.Listener
+	cache    *Cache
+	proxies  *proxies
+	metrics  *metrics
+	refusals *refusals
+	limiter  *streamLimiter        // nil: no limit
+	tr       *translate.Translator // owned by the push loop
+	encodes  atomic.Int64          // the translator's count, for the metric
 
 	// ready is closed once the first snapshot is pushed: a stream's
 	// requests wait for it, since a proxy's network may come from the
@@ -72,6 +106,9 @@ type Server struct {
 
 // New returns a server listening on cfg.Addr.
 func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.PushInterval <= 0 {
 		cfg.PushInterval = 10 * time.Millisecond
 	}
@@ -81,9 +118,24 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, erro
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.StreamRate == 0 {
+		cfg.StreamRate = DefaultStreamRate
+	}
+	if cfg.StreamBurst == 0 {
+		cfg.StreamBurst = DefaultStreamBurst
+	}
+	if cfg.Authorize == nil {
+		cfg.Authorize = TrustDomainAuthorizer(cfg.TrustDomain)
+	}
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, tr: translate.New(cfg.TrustDomain), ready: make(chan struct{})}
 	s.metrics = newMetrics(reg, s.encodes.Load)
-	s.proxies = newProxies(s.metrics, log)
+	s.refusals = newRefusals(s.metrics.refused, log, cfg.Clock)
+	s.limiter = newStreamLimiter(cfg.StreamRate, cfg.StreamBurst, cfg.LimitLoopback, cfg.Clock)
+	s.proxies = newProxies(s.metrics, log, &streamAuth{
+		required:  cfg.TLS != nil && cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert,
+		authorize: cfg.Authorize,
+		refusals:  s.refusals,
+	})
 	s.cache = NewCache(s.proxies.viewOf)
 	lis, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -110,9 +162,14 @@ func (s *Server) Run(ctx context.Context, first <-chan Snapshot) error {
 		// Stop waits for the stream handlers, so that none outlives Run.
 		grpc.WaitForHandlers(true),
 		grpc.ForceServerCodecV2(grpccodec.Codec{}),
+		grpc.StreamInterceptor(s.limitStreams),
 	}
 	if s.cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS)))
+		creds := credentials.NewTLS(s.cfg.TLS)
+		if s.cfg.WrapCreds != nil {
+			creds = s.cfg.WrapCreds(creds)
+		}
+		opts = append(opts, grpc.Creds(creds))
 	}
 	g := grpc.NewServer(opts...)
 	// grpc-go's clients never mean "everything" by an empty EDS or RDS
@@ -125,7 +182,8 @@ func (s *Server) Run(ctx context.Context, first <-chan Snapshot) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(s.lis) }()
-	s.log.Info("xds listening; proxies wait for the first snapshot", "addr", s.Addr().String(), "tls", s.cfg.TLS != nil)
+	s.log.Info("xds listening; proxies wait for the first snapshot", "addr", s.Addr().String(), "tls", s.cfg.TLS != nil,
+		"clientCertificates", s.proxies.auth.required)
 	select {
 	case <-ctx.Done():
 	case snap := <-first:

@@ -5,117 +5,73 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
-	"sync"
 	"time"
 )
 
-// reloadInterval bounds how often a handshake looks at the key pair files.
-const reloadInterval = 5 * time.Second
-
-// keyPair is a certificate and key loaded from two PEM files and re-read
-// when either file changes. The check runs inside the handshake callbacks,
-// at most once per reloadInterval, so no goroutine watches the files.
-type keyPair struct {
+// KeyPair is a certificate and its key, loaded from two PEM files and
+// loaded again when either file changes (cert-manager rotation). The files
+// are looked at when the pair is used, at most every few seconds; a pair
+// that fails to load is logged and never replaces the one in use. It is
+// safe for concurrent use.
+type KeyPair struct {
 	certFile, keyFile string
-	logger            *slog.Logger
-	now               func() time.Time
-
-	mu      sync.Mutex
-	cert    *tls.Certificate
-	stamp   pairStamp // of the files cert was loaded from
-	checked time.Time // when the files were last looked at
+	r                 reloading[*tls.Certificate]
 }
 
-// pairStamp identifies the versions of the two files. Rotation by
-// cert-manager or the kubelet (a symlink swap) changes the target's
-// modification time; the size catches filesystems with coarse timestamps.
-type pairStamp struct {
-	certMod, keyMod   int64 // modification time, ns since the epoch
-	certSize, keySize int64
+// LoadKeyPair loads the key pair in certFile and keyFile. Reloads, and
+// failed ones, are logged to logger (nil discards).
+func LoadKeyPair(certFile, keyFile string, logger *slog.Logger) (*KeyPair, error) {
+	return loadKeyPair(certFile, keyFile, logger, time.Now)
 }
 
-func loadKeyPair(certFile, keyFile string, logger *slog.Logger, now func() time.Time) (*keyPair, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+func loadKeyPair(certFile, keyFile string, logger *slog.Logger, now func() time.Time) (*KeyPair, error) {
+	logger = orDiscard(logger)
+	kp := &KeyPair{certFile: certFile, keyFile: keyFile}
+	kp.r = reloading[*tls.Certificate]{
+		files: []string{certFile, keyFile},
+		parse: kp.parse,
+		now:   now,
+		reloaded: func(cert *tls.Certificate) {
+			logger.Info("TLS key pair reloaded",
+				"cert", certFile, "key", keyFile, "serial", cert.Leaf.SerialNumber, "notAfter", cert.Leaf.NotAfter)
+		},
+		failed: func(kept *tls.Certificate, err error) {
+			logger.Warn("TLS key pair reload failed, keeping the previous one",
+				"cert", certFile, "key", keyFile, "notAfter", kept.Leaf.NotAfter, "err", err)
+		},
 	}
-	kp := &keyPair{certFile: certFile, keyFile: keyFile, logger: logger, now: now}
-	cert, stamp, err := kp.load()
-	if err != nil {
-		return nil, err
+	if err := kp.r.init(); err != nil {
+		return nil, fmt.Errorf("load key pair %s, %s: %w", certFile, keyFile, err)
 	}
-	kp.cert, kp.stamp, kp.checked = cert, stamp, now()
 	return kp, nil
 }
 
-// load reads the pair, taking the stamp first: a file replaced after the
-// stat is seen as changed, and read again, at the next check.
-func (kp *keyPair) load() (*tls.Certificate, pairStamp, error) {
-	stamp, err := kp.statFiles()
-	if err != nil {
-		return nil, pairStamp{}, err
-	}
+func (kp *KeyPair) parse() (*tls.Certificate, error) {
 	cert, err := tls.LoadX509KeyPair(kp.certFile, kp.keyFile)
 	if err != nil {
-		return nil, pairStamp{}, fmt.Errorf("load key pair %s, %s: %w", kp.certFile, kp.keyFile, err)
+		return nil, err
 	}
 	if cert.Leaf == nil { // GODEBUG=x509keypairleaf=0
 		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, pairStamp{}, fmt.Errorf("load key pair %s: %w", kp.certFile, err)
+			return nil, fmt.Errorf("parse %s: %w", kp.certFile, err)
 		}
 	}
-	return &cert, stamp, nil
+	return &cert, nil
 }
 
-func (kp *keyPair) statFiles() (pairStamp, error) {
-	c, err := os.Stat(kp.certFile)
-	if err != nil {
-		return pairStamp{}, fmt.Errorf("load key pair: %w", err)
-	}
-	k, err := os.Stat(kp.keyFile)
-	if err != nil {
-		return pairStamp{}, fmt.Errorf("load key pair: %w", err)
-	}
-	return pairStamp{
-		certMod: c.ModTime().UnixNano(), keyMod: k.ModTime().UnixNano(),
-		certSize: c.Size(), keySize: k.Size(),
-	}, nil
-}
+// current returns the pair to present, reloaded first if it is due.
+func (kp *KeyPair) current() *tls.Certificate { return kp.r.current() }
 
-// current returns the pair to present, first reloading it if the check
-// interval has passed and the files changed. A failed reload is logged and
-// leaves the previous pair in use; it is retried at the next check.
-func (kp *keyPair) current() *tls.Certificate {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	now := kp.now()
-	if now.Sub(kp.checked) < reloadInterval {
-		return kp.cert
-	}
-	kp.checked = now
-	stamp, err := kp.statFiles()
-	if err == nil && stamp == kp.stamp {
-		return kp.cert
-	}
-	var cert *tls.Certificate
-	if err == nil {
-		cert, stamp, err = kp.load()
-	}
-	if err != nil {
-		kp.logger.Warn("TLS key pair reload failed, keeping the previous one",
-			"cert", kp.certFile, "key", kp.keyFile, "notAfter", kp.cert.Leaf.NotAfter, "err", err)
-		return kp.cert
-	}
-	kp.cert, kp.stamp = cert, stamp
-	kp.logger.Info("TLS key pair reloaded",
-		"cert", kp.certFile, "key", kp.keyFile, "serial", cert.Leaf.SerialNumber, "notAfter", cert.Leaf.NotAfter)
-	return kp.cert
-}
+// Leaf returns the certificate in use, reloaded first if it is due.
+func (kp *KeyPair) Leaf() *x509.Certificate { return kp.current().Leaf }
 
-func (kp *keyPair) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+// NotAfter returns when the certificate in use expires.
+func (kp *KeyPair) NotAfter() time.Time { return kp.Leaf().NotAfter }
+
+func (kp *KeyPair) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return kp.current(), nil
 }
 
-func (kp *keyPair) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+func (kp *KeyPair) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	return kp.current(), nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,11 +81,11 @@ func handshake(t *testing.T, serverCfg, clientCfg *tls.Config) (server, client s
 // identity is a key pair written to files.
 type identity struct{ cert, key string }
 
-// writeIdentity issues a certificate for id and writes it to dir/name.crt
-// and dir/name.key.
+// writeIdentity issues a certificate for id (with the SANs localhost and
+// 127.0.0.1) and writes it to dir/name.crt and dir/name.key.
 func writeIdentity(t *testing.T, ca *CA, dir, name string, id *url.URL) identity {
 	t.Helper()
-	certPEM, keyPEM, err := ca.Issue(id, []string{"localhost"}, nil, time.Now(), time.Hour)
+	certPEM, keyPEM, err := ca.Issue(id, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatalf("Issue(%s): %v", id, err)
 	}
@@ -177,8 +178,10 @@ func TestHandshake(t *testing.T) {
 			if got, err := PeerSPIFFEID(server.state); err != nil || got.String() != federation.ClusterSPIFFEID(td, "east").String() {
 				t.Errorf("server: PeerSPIFFEID = %v, %v; want %v", got, err, federation.ClusterSPIFFEID(td, "east"))
 			}
-			if got, err := PeerSPIFFEID(client.state); err != nil || got.String() != federation.HubSPIFFEID(td).String() {
-				t.Errorf("client: PeerSPIFFEID = %v, %v; want %v", got, err, federation.HubSPIFFEID(td))
+			// The client verifies the chain itself (against the bundle in
+			// use), so crypto/tls records no verified chains on its side.
+			if got := urisOf(client.state.PeerCertificates[0]); !slices.Equal(got, []string{federation.HubSPIFFEID(td).String()}) {
+				t.Errorf("client: server's URI SANs %q, want %v", got, federation.HubSPIFFEID(td))
 			}
 		})
 	}
@@ -232,14 +235,14 @@ func TestReload(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			ca := newTestCA(t, time.Now())
-			pool, err := loadPool(writeCA(t, ca, dir))
+			cas, err := LoadBundle(writeCA(t, ca, dir), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ids := map[string]*url.URL{"hub": federation.HubSPIFFEID(td), "east": federation.ClusterSPIFFEID(td, "east")}
 			var clock fakeClock
 			logs := &recorder{}
-			kps := make(map[string]*keyPair)
+			kps := make(map[string]*KeyPair)
 			for name, id := range ids {
 				files := writeIdentity(t, ca, dir, name, id)
 				logger, now := (*slog.Logger)(nil), time.Now
@@ -250,7 +253,7 @@ func TestReload(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			serverCfg, clientCfg := serverConfig(kps["hub"], pool), clientConfig(kps["east"], pool, "localhost")
+			serverCfg, clientCfg := NewServerConfig(kps["hub"], cas), NewClientConfig(kps["east"], cas, "localhost")
 
 			// presented returns the serial of the certificate the rotating end
 			// presented in a fresh handshake.
@@ -277,7 +280,7 @@ func TestReload(t *testing.T) {
 				return parseCert(t, b).SerialNumber
 			}
 
-			first := kps[tt.rotating].cert.Leaf.SerialNumber
+			first := kps[tt.rotating].Leaf().SerialNumber
 			if got := presented(t); got.Cmp(first) != 0 {
 				t.Fatalf("presented serial %x, want the initial %x", got, first)
 			}
@@ -377,4 +380,36 @@ func (r *recorder) messages() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.msgs)
+}
+
+func TestCheckSPIFFEID(t *testing.T) {
+	east, west := federation.ClusterSPIFFEID(td, "east"), federation.ClusterSPIFFEID(td, "west")
+	cert := func(uris ...*url.URL) *x509.Certificate {
+		return &x509.Certificate{SerialNumber: big.NewInt(7), URIs: uris}
+	}
+	tests := []struct {
+		name    string
+		cert    *x509.Certificate
+		wantErr string // "" for none
+	}{
+		{name: "match", cert: cert(east)},
+		{name: "other cluster", cert: cert(west), wantErr: "identity is spiffe://meshfed.test/meshfed/cluster/west, want spiffe://meshfed.test/meshfed/cluster/east"},
+		{name: "other trust domain", cert: cert(federation.ClusterSPIFFEID("other.test", "east")), wantErr: "identity is spiffe://other.test/meshfed/cluster/east"},
+		{name: "no URI SAN", cert: cert(), wantErr: "no URI SAN"},
+		{name: "two URI SANs", cert: cert(east, west), wantErr: "2 URI SANs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckSPIFFEID(tt.cert, east)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Errorf("CheckSPIFFEID: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, federation.ErrBadIdentity) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("CheckSPIFFEID error = %v, want one wrapping %v saying %q", err, federation.ErrBadIdentity, tt.wantErr)
+			}
+		})
+	}
 }
