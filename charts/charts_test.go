@@ -486,7 +486,9 @@ var spokeRules = []rbacv1.PolicyRule{
 func checkSpokeHubList(t *testing.T, r rendered) {
 	t.Helper()
 	c := r.deployments[0].Spec.Template.Spec.Containers[0]
-	checkFlags(t, spokeFlags(t, c.Args), map[string]string{"hub": "hub-a.example.com:9443,hub-b.example.com:9443"})
+	checkFlags(t, spokeFlags(t, c.Args), map[string]string{
+		"hub": "hub-a.example.com:9443,hub-b.example.com:9443", "gateway-namespaces": "istio-system,gateways",
+	})
 }
 
 func checkSpoke(t *testing.T, r rendered) {

@@ -308,7 +308,13 @@ func (h *Hub) Run(ctx context.Context) error {
 	if h.cfg.ClustersConfig != "" {
 		w := &policy.Watcher{
 			Path: h.cfg.ClustersConfig, DefaultTrustDomain: h.cfg.TrustDomain, Interval: h.cfg.ClustersConfigInterval,
-			Apply: h.registry.SetPolicy, Log: h.log.With("component", "policy"),
+			Apply: func(p *policy.Policy) {
+				for _, e := range h.registry.SetPolicy(p) {
+					h.log.Warn("the new cluster policy no longer allows what a cluster published: dropped as if its spoke had removed it",
+						"component", "policy", "cluster", e.Cluster, "dropped", e.Dropped, "withdrawn", e.Withdrawn, "first", e.Reason)
+				}
+			},
+			Log: h.log.With("component", "policy"),
 			Result: func(err error) {
 				if err != nil {
 					h.policyReloads.WithLabelValues("refused").Inc()

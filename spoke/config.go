@@ -127,17 +127,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Export, "export", c.Export, `which services to federate: "exported" (MCS ServiceExport or label meshfed.io/export=true) or "all"`)
 	fs.StringVar(&c.DomainSuffix, "domain-suffix", c.DomainSuffix, "the cluster's DNS domain")
 	fs.StringVar(&c.SystemNamespace, "system-namespace", c.SystemNamespace, "namespace whose topology.istio.io/network label sets the cluster's network")
-	fs.Func("gateway-namespaces", "comma-separated namespaces whose Services may declare east-west gateways (default: --system-namespace); a gateway draws another network's traffic, so keep this to namespaces the platform team owns", func(v string) error {
-		c.GatewayNamespaces = nil
-		for ns := range strings.SplitSeq(v, ",") {
-			ns = strings.TrimSpace(ns)
-			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				return fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
-			}
-			c.GatewayNamespaces = append(c.GatewayNamespaces, ns)
-		}
-		return nil
-	})
+	fs.Var((*namespaceList)(&c.GatewayNamespaces), "gateway-namespaces", "comma-separated namespaces whose Services may declare east-west gateways (default: --system-namespace); a gateway draws another network's traffic, so keep this to namespaces the platform team owns")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest federation message sent (the hub may ask for less)")
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping the hub connection when idle for this long")
 	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "reopen the hub stream when an update makes no progress (a chunk sent, or the hub's answer) for this long")
@@ -216,4 +206,22 @@ func (c Config) source() (kind, location string) {
 	default:
 		return "in-cluster", ""
 	}
+}
+
+// namespaceList is a comma-separated flag of namespace names.
+type namespaceList []string
+
+func (l *namespaceList) String() string { return strings.Join(*l, ",") }
+
+func (l *namespaceList) Set(v string) error {
+	var out []string
+	for ns := range strings.SplitSeq(v, ",") {
+		ns = strings.TrimSpace(ns)
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("namespace %q: %s", ns, strings.Join(errs, "; "))
+		}
+		out = append(out, ns)
+	}
+	*l = out
+	return nil
 }

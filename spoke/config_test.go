@@ -1,9 +1,12 @@
 package spoke
 
 import (
+	"flag"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,5 +115,37 @@ func TestNewSource(t *testing.T) {
 	cfg.Kubeconfig = filepath.Join(dir, "missing")
 	if _, err := newSource(cfg, nil); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
 		t.Errorf("missing kubeconfig: %v, want an error naming --kubeconfig", err)
+	}
+}
+
+func TestGatewayNamespacesFlag(t *testing.T) {
+	for _, tt := range []struct {
+		arg     string
+		want    []string
+		wantErr bool
+	}{
+		{arg: "istio-system", want: []string{"istio-system"}},
+		{arg: "istio-system, gateways", want: []string{"istio-system", "gateways"}},
+		{arg: "Gateways", wantErr: true},
+		{arg: "a,,b", wantErr: true},
+	} {
+		cfg := DefaultConfig()
+		fs := flag.NewFlagSet("spoke", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg.AddFlags(fs)
+		err := fs.Parse([]string{"--gateway-namespaces", tt.arg})
+		if (err != nil) != tt.wantErr {
+			t.Errorf("--gateway-namespaces %q: %v, want an error: %v", tt.arg, err, tt.wantErr)
+			continue
+		}
+		if err == nil && !slices.Equal(cfg.GatewayNamespaces, tt.want) {
+			t.Errorf("--gateway-namespaces %q = %q, want %q", tt.arg, cfg.GatewayNamespaces, tt.want)
+		}
+		if err == nil && !slices.Equal(cfg.normalizeOptions().GatewayNamespaces, tt.want) {
+			t.Errorf("--gateway-namespaces %q does not reach normalization", tt.arg)
+		}
+	}
+	if got := DefaultConfig().normalizeOptions().GatewayNamespaces; !slices.Equal(got, []string{"istio-system"}) {
+		t.Errorf("default gateway namespaces %q, want the system namespace", got)
 	}
 }

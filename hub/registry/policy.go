@@ -1,8 +1,12 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -12,29 +16,123 @@ import (
 // SetPolicy puts a cluster policy in force (nil: none). The clusters it
 // names become members the hub waits for; a cluster it no longer names
 // loses its stream (its spoke's next one is refused) and then its lease
-// runs out as for any spoke that has gone. What clusters sent before
-// stays until they send it again: the policy checks what arrives.
-func (r *Registry) SetPolicy(p *policy.Policy) {
+// runs out as for any spoke that has gone. What the hub holds of each
+// cluster is checked against the new policy at once: objects it no longer
+// allows are dropped, as if their spoke had removed them, and a cluster
+// whose own network or trust domain it no longer allows is withdrawn and
+// its stream cut, so that its spoke must send its full state again (which
+// the policy then checks). It returns what it dropped, for the log.
+func (r *Registry) SetPolicy(p *policy.Policy) []Enforcement {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.policy.Store(p)
 	if p == nil {
-		return
+		return nil
 	}
 	r.expectLocked(p.Clusters(), p, math.MaxInt)
+	var out []Enforcement
 	for id, s := range r.shards {
-		if p.Cluster(id) == nil && s.superseded != nil && s.status.Connected {
-			// Taking the shard from its stream as a newer stream would: the
-			// stream ends, and nothing can write through its Conn.
-			close(s.superseded)
-			s.superseded = nil
-			s.gen++
-			s.status.Connected = false
-			s.status.DisconnectedAt = r.now()
+		c := p.Cluster(id)
+		if c == nil {
+			if s.status.Connected {
+				r.cutLocked(s)
+				out = append(out, Enforcement{Cluster: id, Reason: "the cluster policy no longer names the cluster: its stream is cut"})
+			}
+			continue
+		}
+		if e, ok := r.enforceLocked(s, c); ok {
+			out = append(out, e)
 		}
 	}
+	slices.SortFunc(out, func(a, b Enforcement) int { return cmp.Compare(a.Cluster, b.Cluster) })
 	r.statusChangedLocked()
 	r.wakeLeasesLocked() // leases may have changed
+	return out
+}
+
+// Enforcement is what a new policy took from a cluster.
+type Enforcement struct {
+	Cluster federation.ClusterID
+	// Dropped counts the objects dropped (services, endpoints, workloads,
+	// gateways); Withdrawn, that nothing of the cluster stays.
+	Dropped   int
+	Withdrawn bool
+	Reason    string // the first object refused and why
+}
+
+// cutLocked takes a cluster's shard from its stream as a newer stream
+// would: the stream ends, and nothing can write through its Conn. Callers
+// hold r.mu.
+func (r *Registry) cutLocked(s *shard) {
+	if s.superseded != nil {
+		close(s.superseded)
+		s.superseded = nil
+	}
+	s.gen++
+	s.status.Connected = false
+	s.status.DisconnectedAt = r.now()
+}
+
+// enforceLocked drops what c does not allow from what the hub holds of s.
+// Callers hold r.mu.
+func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool) {
+	if s.cluster == nil {
+		return Enforcement{}, false
+	}
+	e := Enforcement{Cluster: s.id}
+	refuse := func(err error) bool {
+		if err != nil && e.Reason == "" {
+			e.Reason = err.Error()
+		}
+		return err != nil
+	}
+	own := &federationpb.Cluster{Id: s.cluster.GetId(), Network: s.cluster.GetNetwork(), TrustDomain: s.cluster.GetTrustDomain()}
+	if refuse(c.Check(&federationpb.ShardUpdate{Cluster: own})) {
+		e.Dropped = len(s.services) + s.nEndpoint + len(s.workloads) + len(s.cluster.GetGateways())
+		e.Withdrawn = true
+		if s.status.Connected {
+			r.cutLocked(s)
+		}
+		r.withdrawLocked(s)
+		return e, true
+	}
+	u := &federationpb.ShardUpdate{}
+	var gateways []*federationpb.Gateway
+	for _, g := range s.cluster.GetGateways() {
+		withGateway := &federationpb.Cluster{Id: own.Id, Network: own.Network, TrustDomain: own.TrustDomain, Gateways: []*federationpb.Gateway{g}}
+		if refuse(c.Check(&federationpb.ShardUpdate{Cluster: withGateway})) {
+			e.Dropped++
+			continue
+		}
+		gateways = append(gateways, g)
+	}
+	if len(gateways) != len(s.cluster.GetGateways()) {
+		u.Cluster = proto.CloneOf(s.cluster)
+		u.Cluster.Gateways = gateways
+	}
+	for k, svc := range s.services {
+		if refuse(c.Check(&federationpb.ShardUpdate{Services: []*federationpb.Service{svc}})) {
+			u.RemovedServices = append(u.RemovedServices, k)
+		}
+	}
+	for _, m := range s.endpoints {
+		for k, ep := range m {
+			if refuse(c.Check(&federationpb.ShardUpdate{Endpoints: []*federationpb.Endpoint{ep}})) {
+				u.RemovedEndpoints = append(u.RemovedEndpoints, k)
+			}
+		}
+	}
+	for uid, w := range s.workloads {
+		if refuse(c.Check(&federationpb.ShardUpdate{Workloads: []*federationpb.Workload{w}})) {
+			u.RemovedWorkloads = append(u.RemovedWorkloads, uid)
+		}
+	}
+	e.Dropped += len(u.RemovedServices) + len(u.RemovedEndpoints) + len(u.RemovedWorkloads)
+	if e.Dropped == 0 {
+		return Enforcement{}, false
+	}
+	r.publishLocked(s.patch(u))
+	return e, true
 }
 
 // Policy returns the cluster policy in force, or nil.

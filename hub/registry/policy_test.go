@@ -190,3 +190,81 @@ func TestClaimTwoSpokesDoNotFlap(t *testing.T) {
 		t.Errorf("a session-less stream displaced session c: %v", err)
 	}
 }
+
+func TestPolicyReloadDropsWhatItNoLongerAllows(t *testing.T) {
+	r := New(Config{Policy: mustPolicy(t, "clusters:\n- id: east\n  networks: [n1]\n- id: west\n  networks: [n2]\n")})
+	east, west := r.Connect("east", ""), r.Connect("west", "")
+	other := svc("other")
+	other.Namespace, other.Hostname = "other", "other.other.svc.cluster.local"
+	otherEP := ep("other", "10.0.9.1")
+	otherEP.Namespace = "other"
+	gw := &federationpb.Gateway{Address: "203.0.113.1", Port: 15443, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS, Network: "n1", Service: "istio-system/eastwest"}
+	u := full("east", "n1", 1, []*federationpb.Service{svc("echo"), other},
+		[]*federationpb.Endpoint{ep("echo", "10.0.0.1"), ep("echo", "10.7.0.1"), otherEP}, []*federationpb.Workload{wl("u1", "10.0.0.1")})
+	u.Cluster.Gateways = []*federationpb.Gateway{gw}
+	must(t, east.Apply("s", u))
+	must(t, west.Apply("s", full("west", "n2", 1, []*federationpb.Service{svc("echo")}, []*federationpb.Endpoint{ep("echo", "10.1.0.1")}, nil)))
+
+	// East may now export only from demo, endpoints in 10.0.0.0/16, and
+	// no gateways outside 198.51.100.0/24.
+	got := r.SetPolicy(mustPolicy(t, `
+clusters:
+- id: east
+  networks: [n1]
+  exportNamespaces: [demo]
+  cidrs: {endpoints: [10.0.0.0/16], gateways: [198.51.100.0/24]}
+- id: west
+  networks: [n2]
+`))
+	if len(got) != 1 || got[0].Cluster != "east" || got[0].Dropped != 4 || got[0].Withdrawn || got[0].Reason == "" {
+		t.Fatalf("SetPolicy() = %+v; want east with 4 objects dropped (a gateway, a service, 2 endpoints)", got)
+	}
+	snap := r.Current()
+	if eps := endpointsOf(snap, "demo/echo", "east"); !slices.Equal(eps, []string{"10.0.0.1"}) {
+		t.Errorf("east's echo endpoints %v; want only the one in its CIDRs", eps)
+	}
+	if _, ok := snap.Service("other/other"); ok {
+		t.Error("other/other, from a namespace east may no longer export, is still served")
+	}
+	if c, _ := snap.Cluster("east"); len(c.Gateways) != 0 {
+		t.Errorf("east's gateways %v; want none", c.Gateways)
+	}
+	if eps := endpointsOf(snap, "demo/echo", "west"); !slices.Equal(eps, []string{"10.1.0.1"}) {
+		t.Errorf("west's endpoints %v; want them untouched", eps)
+	}
+	// East's stream still holds: its next delta applies.
+	must(t, east.Apply("s", &federationpb.ShardUpdate{Version: 2, Endpoints: []*federationpb.Endpoint{ep("echo", "10.0.0.2")}}))
+
+	// East's own network no longer allowed: withdrawn, its stream cut.
+	got = r.SetPolicy(mustPolicy(t, "clusters:\n- id: east\n  networks: [n3]\n- id: west\n  networks: [n2]\n"))
+	if len(got) != 1 || !got[0].Withdrawn {
+		t.Fatalf("SetPolicy() = %+v; want east withdrawn", got)
+	}
+	select {
+	case <-east.Superseded():
+	default:
+		t.Error("east's stream was not cut")
+	}
+	if eps := endpointsOf(r.Current(), "demo/echo", "east"); len(eps) != 0 {
+		t.Errorf("withdrawn east still serves %v", eps)
+	}
+}
+
+// endpointsOf returns the addresses of a cluster's endpoints of a service.
+func endpointsOf(s *Snapshot, key string, cluster federation.ClusterID) []string {
+	v, ok := s.Service(key)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, c := range v.Clusters {
+		if c.Cluster != cluster {
+			continue
+		}
+		for _, e := range c.Endpoints {
+			out = append(out, e.GetAddress())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
