@@ -41,7 +41,7 @@ func startFleet(t *testing.T) *fleet {
 		t.Fatal(err)
 	}
 	cfg := hub.DefaultConfig()
-	cfg.FederationAddr, cfg.DebugAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.CertFile, cfg.KeyFile, cfg.CAFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key"), filepath.Join(certs, "ca.crt")
 	h, err := hub.New(cfg, testLogger(t))
 	if err != nil {
