@@ -12,10 +12,17 @@ TESTFLAGS ?= -race -count=1 -timeout=15m
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The version every binary reports (version, --version, the start log line
+# and meshfed_build_info): git describe of the checkout, or "dev" outside one.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  := -X github.com/meshfed/meshfed/internal/version.version=$(VERSION) -X github.com/meshfed/meshfed/internal/version.revision=$(REVISION)
+
 .PHONY: build
-build: ## Build bin/meshfed and bin/meshfed-spoke (the spoke alone, for clusters).
-	$(GO) build -o $(BIN)/meshfed ./cmd/meshfed
-	$(GO) build -o $(BIN)/meshfed-spoke ./cmd/meshfed-spoke
+build: ## Build bin/meshfed, and bin/meshfed-hub and bin/meshfed-spoke (each alone, for images).
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/meshfed ./cmd/meshfed
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/meshfed-hub ./cmd/meshfed-hub
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/meshfed-spoke ./cmd/meshfed-spoke
 
 .PHONY: test
 test: test-assets ## Run every test with the race detector.

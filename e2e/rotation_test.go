@@ -119,6 +119,11 @@ func TestProcessCARotation(t *testing.T) {
 	if log, _ := os.ReadFile(east.log); strings.Count(string(log), "connected to hub") != 1 || strings.Contains(string(log), "reconnecting") {
 		t.Errorf("east's spoke reconnected during the rotation:\n%s", east.tail())
 	}
+	for _, series := range []string{`meshfed_hub_certificate_expiry_timestamp_seconds{role="federation"}`, `meshfed_hub_certificate_expiry_timestamp_seconds{role="ca"}`, "meshfed_build_info{"} {
+		if h.metricLine(t, series) == "" {
+			t.Errorf("the hub's /metrics has no %s", series)
+		}
+	}
 	// Restarted, east dials with its new key pair and the new CA only.
 	east.restart()
 	h.waitCluster(t, "east", time.Minute, func(c clusterRow) bool { return c.connected && c.peer != first.peer })

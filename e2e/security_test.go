@@ -46,8 +46,8 @@ func writePolicy(t *testing.T, path, policy string) {
 	}
 }
 
-// metricLine returns the line of the hub's /metrics that starts with
-// series, or "".
+// metricLine returns the line of the hub's /metrics of series, or "". A
+// series ending in "{" matches any labels.
 func (h *procHub) metricLine(t *testing.T, series string) string {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+h.debug+"/metrics", nil)
@@ -64,7 +64,7 @@ func (h *procHub) metricLine(t *testing.T, series string) string {
 		return ""
 	}
 	for line := range strings.SplitSeq(string(body), "\n") {
-		if strings.HasPrefix(line, series+" ") {
+		if strings.HasPrefix(line, series+" ") || strings.HasSuffix(series, "{") && strings.HasPrefix(line, series) {
 			return line
 		}
 	}

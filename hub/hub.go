@@ -28,6 +28,7 @@ import (
 	"github.com/meshfed/meshfed/hub/policy"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/pki"
+	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/xds"
 )
 
@@ -96,7 +97,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	}
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		debug.NewClusterCollector(reg))
+		debug.NewClusterCollector(reg), version.NewCollector())
 	handshakeFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "meshfed_hub_tls_handshake_failures_total",
 		Help: "TLS handshakes that failed, by listener (federation, xds) and reason; the hub logs each peer's first failure a minute.",
@@ -351,7 +352,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	h.log.Info("hub serving", "federation", h.FederationAddr().String(), "xds", addrString(h.XDSAddr()),
+	h.log.Info("hub serving", "version", version.String(), "federation", h.FederationAddr().String(), "xds", addrString(h.XDSAddr()),
 		"debug", addrString(h.DebugAddr()), "tls", !h.cfg.Insecure)
 	return g.Wait()
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/meshfed/meshfed/federation/syncproto"
 	"github.com/meshfed/meshfed/internal/grpccodec"
 	"github.com/meshfed/meshfed/internal/pki"
+	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/source/file"
@@ -84,7 +85,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	}
 	metrics := prometheus.NewRegistry()
 	uplinks := uplink.NewMetrics()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), uplinks)
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), uplinks, version.NewCollector())
 	if !cfg.Insecure {
 		metrics.MustRegister(pki.NewExpiryCollector("meshfed_spoke", map[string]pki.Expiring{"federation": kp, "ca": cas}))
 	}
@@ -216,7 +217,7 @@ func (s *Spoke) Run(ctx context.Context) error {
 		})
 	}
 	kind, location := s.cfg.source()
-	s.log.Info("spoke running", "hub", s.cfg.Hub, "source", kind, "location", location, "tls", !s.cfg.Insecure)
+	s.log.Info("spoke running", "version", version.String(), "hub", s.cfg.Hub, "source", kind, "location", location, "tls", !s.cfg.Insecure)
 	return g.Wait()
 }
 

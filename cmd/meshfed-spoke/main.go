@@ -11,11 +11,9 @@ import (
 	"io"
 
 	"github.com/meshfed/meshfed/internal/cli"
+	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/spoke"
 )
-
-// build is set by the linker (-X main.build=...).
-var build = "dev"
 
 func main() { cli.Main("meshfed-spoke", run) }
 
@@ -25,9 +23,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// may have either binary as its entrypoint under the same chart.
 		args = args[1:]
 	}
-	if len(args) == 1 && args[0] == "version" {
-		fmt.Fprintln(stdout, "meshfed-spoke", build)
+	if len(args) == 1 && (args[0] == "version" || args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintln(stdout, "meshfed-spoke", version.String())
 		return nil
 	}
-	return spoke.Command(ctx, "meshfed-spoke", args, stderr, build)
+	return spoke.Command(ctx, "meshfed-spoke", args, stderr, version.Version())
 }

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/meshfed/meshfed/internal/version"
 )
 
 // TestRunTakesMeshfedsArguments: `meshfed-spoke spoke ...` parses as
@@ -21,9 +23,11 @@ func TestRunTakesMeshfedsArguments(t *testing.T) {
 			t.Errorf("run(%q) printed no spoke usage:\n%s", args, stderr.String())
 		}
 	}
-	var stdout bytes.Buffer
-	if err := run(t.Context(), []string{"spoke", "version"}, &stdout, &bytes.Buffer{}); err != nil || stdout.String() != "meshfed-spoke dev\n" {
-		t.Errorf("version: %q, %v", stdout.String(), err)
+	for _, args := range [][]string{{"spoke", "version"}, {"version"}, {"--version"}} {
+		var stdout bytes.Buffer
+		if err := run(t.Context(), args, &stdout, &bytes.Buffer{}); err != nil || stdout.String() != "meshfed-spoke "+version.String()+"\n" {
+			t.Errorf("%q: %q, %v", args, stdout.String(), err)
+		}
 	}
 }
 

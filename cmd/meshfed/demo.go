@@ -22,6 +22,7 @@ import (
 	"github.com/meshfed/meshfed/internal/echo"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/tcpproxy"
+	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/spoke"
 )
 
@@ -77,7 +78,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	for _, c := range demoClusters {
 		scfg := spoke.DefaultConfig()
-		scfg.ClusterID, scfg.Network, scfg.Build = c.id, c.network, build
+		scfg.ClusterID, scfg.Network, scfg.Build = c.id, c.network, version.Version()
 		scfg.Hub = h.FederationAddr().String()
 		scfg.ServerName = "localhost"
 		scfg.Manifests = filepath.Join(*dir, c.id)

@@ -8,10 +8,8 @@ import (
 	"io"
 
 	"github.com/meshfed/meshfed/internal/cli"
+	"github.com/meshfed/meshfed/internal/version"
 )
-
-// build is set by the linker (-X main.build=...).
-var build = "dev"
 
 const usage = `meshfed federates service meshes across Kubernetes clusters.
 
@@ -49,8 +47,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCerts(args, stdout, stderr)
 	case "bench":
 		return runBench(ctx, args, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "meshfed", build)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "meshfed", version.String())
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
