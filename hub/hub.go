@@ -128,7 +128,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		expiring["federation"], expiring["ca"] = kp, cas
 		opts = append(opts, grpc.Creds(observe("federation", tlsLog)(credentials.NewTLS(pki.NewServerConfig(kp, cas)))))
 	}
-	srv := ingest.NewServer(ingest.Config{MaxMessageBytes: cfg.MaxMessageBytes, HubID: cfg.ID}, reg, auth,
+	srv := ingest.NewServer(ingest.Config{MaxMessageBytes: cfg.MaxMessageBytes, HubID: cfg.ID, Build: version.Version()}, reg, auth,
 		ingest.NewMetrics(promReg), log.With("component", "ingest"))
 	g := grpc.NewServer(opts...)
 	federationpb.RegisterFederationServer(g, srv)

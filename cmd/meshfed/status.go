@@ -48,11 +48,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func printStatus(w io.Writer, body debug.ClustersResponse, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tNETWORK\tCONNECTED\tSTATE\tSINCE\tVERSION\tSERVICES\tENDPOINTS\tWORKLOADS\tLAST ACK\tREFUSED")
+	fmt.Fprintln(tw, "CLUSTER\tNETWORK\tCONNECTED\tSTATE\tSINCE\tVERSION\tSERVICES\tENDPOINTS\tWORKLOADS\tLAST ACK\tREFUSED\tBUILD")
 	for _, c := range body.Clusters {
-		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\n",
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n",
 			c.ID, orDash(c.Network), c.Connected, c.State, age(c.StateSince, now, "-"), c.ShardVersion,
-			c.Services, c.Endpoints, c.Workloads, age(c.LastAck, now, "never"), c.PolicyRefusals)
+			c.Services, c.Endpoints, c.Workloads, age(c.LastAck, now, "never"), c.PolicyRefusals, orDash(c.Build))
 	}
 	if len(body.Clusters) == 0 {
 		fmt.Fprintln(tw, "(no clusters have connected)")

@@ -577,9 +577,13 @@ type Hello struct {
 	// The clusterset's members, as the last Members from a hub said (empty
 	// when none came yet). A hub that does not hold them waits for them
 	// before serving proxies, up to its warm-up limit.
-	Members       []string `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Members []string `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
+	// The version of this protocol the spoke speaks (0: a spoke from before
+	// the protocol had versions, which speaks version 1). A hub refuses a
+	// version it does not understand, saying which it does.
+	ProtocolVersion uint32 `protobuf:"varint,7,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -654,6 +658,13 @@ func (x *Hello) GetMembers() []string {
 	return nil
 }
 
+func (x *Hello) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
 // Welcome answers Hello.
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -667,7 +678,11 @@ type Welcome struct {
 	// The limits this hub enforces on the stream.
 	Limits *Limits `protobuf:"bytes,3,opt,name=limits,proto3" json:"limits,omitempty"`
 	// Identifies the hub replica, for humans.
-	HubId         string `protobuf:"bytes,4,opt,name=hub_id,json=hubId,proto3" json:"hub_id,omitempty"`
+	HubId string `protobuf:"bytes,4,opt,name=hub_id,json=hubId,proto3" json:"hub_id,omitempty"`
+	// The version of this protocol the hub speaks on this stream.
+	ProtocolVersion uint32 `protobuf:"varint,5,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// The hub's build, for humans.
+	Build         string `protobuf:"bytes,6,opt,name=build,proto3" json:"build,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -726,6 +741,20 @@ func (x *Welcome) GetLimits() *Limits {
 func (x *Welcome) GetHubId() string {
 	if x != nil {
 		return x.HubId
+	}
+	return ""
+}
+
+func (x *Welcome) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *Welcome) GetBuild() string {
+	if x != nil {
+		return x.Build
 	}
 	return ""
 }
@@ -1961,7 +1990,7 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\amembers\x18\x04 \x01(\v2$.meshfed.federation.v1alpha1.MembersH\x00R\amembersB\x06\n" +
 	"\x04kind\"%\n" +
 	"\aMembers\x12\x1a\n" +
-	"\bclusters\x18\x01 \x03(\tR\bclusters\"\xb8\x01\n" +
+	"\bclusters\x18\x01 \x03(\tR\bclusters\"\xe3\x01\n" +
 	"\x05Hello\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
@@ -1969,12 +1998,15 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\racked_version\x18\x03 \x01(\x04R\fackedVersion\x12!\n" +
 	"\fsent_version\x18\x04 \x01(\x04R\vsentVersion\x12\x14\n" +
 	"\x05build\x18\x05 \x01(\tR\x05build\x12\x18\n" +
-	"\amembers\x18\x06 \x03(\tR\amembers\"\x8f\x01\n" +
+	"\amembers\x18\x06 \x03(\tR\amembers\x12)\n" +
+	"\x10protocol_version\x18\a \x01(\rR\x0fprotocolVersion\"\xd0\x01\n" +
 	"\aWelcome\x12\x16\n" +
 	"\x06resume\x18\x01 \x01(\bR\x06resume\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12;\n" +
 	"\x06limits\x18\x03 \x01(\v2#.meshfed.federation.v1alpha1.LimitsR\x06limits\x12\x15\n" +
-	"\x06hub_id\x18\x04 \x01(\tR\x05hubId\"\xa1\x01\n" +
+	"\x06hub_id\x18\x04 \x01(\tR\x05hubId\x12)\n" +
+	"\x10protocol_version\x18\x05 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
+	"\x05build\x18\x06 \x01(\tR\x05build\"\xa1\x01\n" +
 	"\x06Limits\x12*\n" +
 	"\x11max_message_bytes\x18\x01 \x01(\rR\x0fmaxMessageBytes\x12!\n" +
 	"\fmax_services\x18\x02 \x01(\rR\vmaxServices\x12#\n" +

@@ -276,6 +276,9 @@ func (this *Hello) EqualVT(that *Hello) bool {
 			return false
 		}
 	}
+	if this.ProtocolVersion != that.ProtocolVersion {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -302,6 +305,12 @@ func (this *Welcome) EqualVT(that *Welcome) bool {
 		return false
 	}
 	if this.HubId != that.HubId {
+		return false
+	}
+	if this.ProtocolVersion != that.ProtocolVersion {
+		return false
+	}
+	if this.Build != that.Build {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

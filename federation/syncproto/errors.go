@@ -33,6 +33,9 @@ var (
 	// ErrSpokeGone ends a session whose stream failed after the Welcome: the
 	// spoke left or its connection broke.
 	ErrSpokeGone = errors.New("spoke disconnected")
+	// ErrProtocolVersion ends a stream whose spoke speaks a version of the
+	// protocol the hub does not.
+	ErrProtocolVersion = errors.New("unsupported protocol version")
 	// ErrNotAdmitted ends a stream for a cluster the hub does not admit
 	// (HubConfig.Admit), or whose shard the Connector would not give it.
 	ErrNotAdmitted = errors.New("cluster not admitted")

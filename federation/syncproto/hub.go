@@ -67,7 +67,9 @@ type HubConfig struct {
 	// MaxMessageBytes is announced to spokes so that they chunk below it.
 	MaxMessageBytes int
 	// HubID names this hub replica in Welcome messages.
-	HubID  string
+	HubID string
+	// Build is the hub's build, sent in Welcome messages.
+	Build  string
 	Limits Limits
 	// LimitsFor, when set, gives a cluster's own caps in place of Limits.
 	LimitsFor func(federation.ClusterID) Limits
@@ -120,6 +122,11 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	id := federation.ClusterID(hello.GetClusterId())
 	if err := federation.ValidateCluster(&federationpb.Cluster{Id: string(id)}); err != nil {
 		return &streamError{kind: ErrBadHello, msg: "hello: " + err.Error(), cause: err}
+	}
+	if v := spokeProtocol(hello); v < MinProtocolVersion || v > ProtocolVersion {
+		return &streamError{kind: ErrProtocolVersion, msg: fmt.Sprintf(
+			"cluster %q: the spoke (build %q) speaks sync protocol version %d; this hub (build %q) speaks %d to %d: upgrade hubs before spokes",
+			id, hello.GetBuild(), v, h.cfg.Build, MinProtocolVersion, ProtocolVersion)}
 	}
 	if bound != "" && bound != id {
 		return &ClusterMismatchError{Bound: bound, Claimed: id}
@@ -210,6 +217,10 @@ func (h *Hub) welcome(conn Conn, id federation.ClusterID, hello *federationpb.He
 		Resume:  resume,
 		Version: version,
 		HubId:   h.cfg.HubID,
+		Build:   h.cfg.Build,
+		// The spoke's version: a hub speaks each version it accepts as
+		// that version does.
+		ProtocolVersion: spokeProtocol(hello),
 		Limits: &federationpb.Limits{
 			MaxMessageBytes: uint32(h.cfg.MaxMessageBytes),
 			MaxServices:     uint32(l.MaxServices),

@@ -100,6 +100,11 @@ func TestSyncHubRefusesStreams(t *testing.T) {
 	}{
 		{"no hello", "", update, func(err error) bool { return errors.Is(err, ErrBadHello) }, "the first message of a stream must be Hello"},
 		{
+			"a newer protocol", "", &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: &federationpb.Hello{ClusterId: "east", Build: "v9", ProtocolVersion: ProtocolVersion + 1}}},
+			func(err error) bool { return errors.Is(err, ErrProtocolVersion) },
+			fmt.Sprintf(`cluster "east": the spoke (build "v9") speaks sync protocol version %d; this hub (build "") speaks %d to %d: upgrade hubs before spokes`, ProtocolVersion+1, MinProtocolVersion, ProtocolVersion),
+		},
+		{
 			"invalid cluster", "", &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: &federationpb.Hello{ClusterId: "East_1"}}},
 			func(err error) bool { return errors.Is(err, ErrBadHello) && errors.Is(err, federation.ErrInvalid) }, "hello: ",
 		},
@@ -150,7 +155,7 @@ func TestSyncHubWelcome(t *testing.T) {
 		s := serve(t, h, "")
 		w := s.hello(t, tc.hello)
 		want := &federationpb.Welcome{
-			Resume: tc.resume, Version: tc.version, HubId: "hub-0",
+			Resume: tc.resume, Version: tc.version, HubId: "hub-0", ProtocolVersion: ProtocolVersion,
 			Limits: &federationpb.Limits{MaxMessageBytes: 1 << 20, MaxServices: 10, MaxEndpoints: 20, MaxWorkloads: 30},
 		}
 		if !proto.Equal(w, want) {

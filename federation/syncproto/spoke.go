@@ -170,6 +170,7 @@ func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t Spo
 	timer := s.cfg.Clock.AfterFunc(s.cfg.WelcomeTimeout, func() { cancel(ErrWelcomeTimeout) })
 	defer timer.Stop()
 	hello := s.shard.Hello(s.cfg.ClusterID, s.cfg.Build)
+	hello.ProtocolVersion = ProtocolVersion
 	hello.Members = s.Members()
 	if err := t.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: hello}}); err != nil {
 		return nil, cause(ctx, fmt.Errorf("send hello: %w", err))

@@ -47,6 +47,8 @@ type Config struct {
 	MaxMessageBytes int
 	// HubID names this hub replica in Welcome messages.
 	HubID string
+	// Build is the hub's build, sent in Welcome messages.
+	Build string
 }
 
 // Server implements the Federation service.
@@ -66,6 +68,7 @@ func NewServer(cfg Config, reg Registry, auth Authenticator, metrics *Metrics, l
 	hub := syncproto.NewHub(syncproto.HubConfig{
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		HubID:           cfg.HubID,
+		Build:           cfg.Build,
 		Limits:          syncproto.Limits{MaxServices: limits.MaxServices, MaxEndpoints: limits.MaxEndpoints, MaxWorkloads: limits.MaxWorkloads},
 		LimitsFor: func(id federation.ClusterID) syncproto.Limits {
 			l := reg.LimitsFor(id)
@@ -133,6 +136,9 @@ func (o *observer) status(err error) error {
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, syncproto.ErrBadHello):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, syncproto.ErrProtocolVersion):
+		o.log.Warn("stream refused: the spoke speaks a protocol version this hub does not", "err", err)
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, registry.ErrHeld):
 		o.log.Warn("stream refused: two spokes stream for one cluster; the one that took it over keeps it", "err", err)
 		o.s.metrics.refused(refusedDuplicate)

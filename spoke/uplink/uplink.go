@@ -253,7 +253,8 @@ func (o observer) Welcomed(w *federationpb.Welcome) {
 			s.Resumes++
 		}
 	})
-	o.u.log.Info("connected to hub", "hub", w.GetHubId(), "resume", w.GetResume(), "version", w.GetVersion())
+	o.u.log.Info("connected to hub", "hub", w.GetHubId(), "hub_build", w.GetBuild(), "protocol", w.GetProtocolVersion(),
+		"resume", w.GetResume(), "version", w.GetVersion())
 }
 
 // Sent implements syncproto.SpokeObserver.
