@@ -36,7 +36,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the rend
 
 const (
 	namespace = "meshfed"
-	image     = "meshfed/meshfed:0.1.0" // image.repository and the charts' appVersion
+	// image.repository and the charts' appVersion, per chart.
+	hubImage, spokeImage = "meshfed/meshfed-hub:0.1.0", "meshfed/meshfed-spoke:0.1.0"
 	tlsDir    = "/etc/meshfed/tls"
 )
 
@@ -56,7 +57,12 @@ func TestCharts(t *testing.T) {
 		{name: "hub-user-affinity", chart: "meshfed-hub", check: checkHubUserAffinity},
 		{name: "hub-loopback-debug", chart: "meshfed-hub", wantErr: `debug.host "127.0.0.1" is loopback-only`},
 		{name: "hub-xds-no-tls", chart: "meshfed-hub", wantErr: "xds.enabled needs xds.tls.secretName"},
-		{name: "hub-bad-anti-affinity", chart: "meshfed-hub", wantErr: `podAntiAffinity "preferred": want "soft", "hard" or "none"`},
+		{name: "hub-bad-anti-affinity", chart: "meshfed-hub", wantErr: `at '/podAntiAffinity': value must be one of 'soft', 'hard', 'none'`},
+		{name: "hub-bad-replicas", chart: "meshfed-hub", wantErr: `at '/replicaCount': got string, want integer`},
+		{name: "hub-bad-unknown-key", chart: "meshfed-hub", wantErr: `at '/xds': additional properties 'enable' not allowed`},
+		{name: "hub-bad-log-level", chart: "meshfed-hub", wantErr: `at '/log/level': value must be one of 'debug', 'info', 'warn', 'error'`},
+		{name: "spoke-bad-gateway-namespace", chart: "meshfed-spoke", wantErr: `at '/gatewayNamespaces/0'`},
+		{name: "spoke-bad-export", chart: "meshfed-spoke", wantErr: `at '/export': value must be one of 'exported', 'all'`},
 		{name: "spoke", chart: "meshfed-spoke", check: checkSpoke},
 		{name: "spoke-hub-list", chart: "meshfed-spoke", check: checkSpokeHubList},
 		{
@@ -286,6 +292,10 @@ func checkCommon(t *testing.T, r rendered) {
 				sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 				t.Errorf("container %s: securityContext %+v, want runAsNonRoot, readOnlyRootFilesystem, no privilege escalation, drop ALL", c.Name, sc)
+			}
+			image := hubImage
+			if strings.Contains(d.Name, "spoke") {
+				image = spokeImage
 			}
 			if c.Image != image {
 				t.Errorf("container %s: image %q, want %q (no registry host, tag = appVersion)", c.Name, c.Image, image)
