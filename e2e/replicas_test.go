@@ -22,6 +22,20 @@ import (
 // With none ready, it closes the connection.
 func startVIP(t *testing.T, hubs ...*procHub) string {
 	t.Helper()
+	// As a Service gets its endpoints once the pods are ready: a proxy
+	// that dialled a Service with none would be in gRPC's reconnect
+	// backoff (up to two minutes) when the first replica turns ready,
+	// and the tests would measure that.
+	if !pollUntil(t, 2*time.Minute, func() bool {
+		for _, h := range hubs {
+			if !h.ready(t.Context()) {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the hub replicas never turned ready")
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
