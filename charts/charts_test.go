@@ -537,10 +537,14 @@ func checkSpoke(t *testing.T, r rendered) {
 		t.Errorf("the spoke only dials out; got a Service")
 	}
 	c := pod.Containers[0]
-	if c.LivenessProbe != nil || c.ReadinessProbe != nil || len(c.Ports) != 0 {
-		t.Errorf("the spoke has no debug server: want no probes and no ports")
+	checkPorts(t, c.Ports, map[string]int32{"debug": 8080})
+	for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "debug" {
+			t.Errorf("probe %+v, want GET %s on the debug port", probe, path)
+		}
 	}
 	checkFlags(t, spokeFlags(t, c.Args), map[string]string{
+		"debug-addr": ":8080",
 		"cluster-id": "east",
 		"network":    "network-east",
 		"hub":        "hub.example.com:9443",

@@ -23,6 +23,8 @@ type debugOptions struct {
 	cmdline bool
 	// hosts are further names accepted in the Host header over loopback.
 	hosts []string
+	// ready answers /readyz (nil: always ready).
+	ready func() bool
 }
 
 // serveDebug is serveDebugWith with the default options.
@@ -30,7 +32,7 @@ func serveDebug(ctx context.Context, lis net.Listener, metrics *prometheus.Regis
 	return serveDebugWith(ctx, lis, metrics, debugOptions{})
 }
 
-// serveDebugWith serves /healthz, the spoke's metrics (/metrics) and Go's
+// serveDebugWith serves /healthz, /readyz, the spoke's metrics (/metrics) and Go's
 // profiles (/debug/pprof/) on lis until ctx ends. Profiles show what the
 // spoke holds per object, which is what matters when it runs in every
 // cluster of a fleet; keep the address local.
@@ -53,6 +55,13 @@ func serveDebugWith(ctx context.Context, lis net.Listener, metrics *prometheus.R
 func debugHandler(addr net.Addr, metrics *prometheus.Registry, opts debugOptions) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if opts.ready != nil && !opts.ready() {
+			http.Error(w, "not ready: no hub has acknowledged the cluster's full state yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	debughttp.RegisterPprof(mux, opts.cmdline)
 	return debughttp.Harden(mux, debughttp.Options{Addr: addr, Hosts: opts.hosts})

@@ -63,6 +63,8 @@ func TestServeDebugGuard(t *testing.T) {
 		{"kubelet probe", debugOptions{}, http.MethodGet, "10.0.0.7:", "/healthz", http.StatusOK, "ok"},
 		{"rebinding page", debugOptions{}, http.MethodGet, "evil.example:", "/metrics", http.StatusMisdirectedRequest, "evil.example"},
 		{"configured name", debugOptions{hosts: []string{"spoke.local"}}, http.MethodGet, "spoke.local:", "/metrics", http.StatusOK, ""},
+		{"not ready", debugOptions{ready: func() bool { return false }}, http.MethodGet, "10.0.0.7:", "/readyz", http.StatusServiceUnavailable, "no hub has acknowledged"},
+		{"ready", debugOptions{ready: func() bool { return true }}, http.MethodGet, "10.0.0.7:", "/readyz", http.StatusOK, "ok"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lis, err := net.Listen("tcp", "127.0.0.1:0")

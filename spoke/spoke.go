@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -45,7 +46,16 @@ type Spoke struct {
 	// with --insecure.
 	keyPair *pki.KeyPair
 	cas     *pki.Bundle
+	// ready: a hub replica has acknowledged the shard's full state, which
+	// the spoke sends only once the source's caches have synced.
+	ready atomic.Bool
 }
+
+// Ready reports whether the spoke has federated its cluster: its caches
+// synced and a hub replica acknowledged the full state (/readyz). It stays
+// true while hubs come and go: the spoke's own work is done, and a hub
+// replica that lost it is asked for again by the spoke.
+func (s *Spoke) Ready() bool { return s.ready.Load() }
 
 // source is where the cluster's objects come from.
 type source interface {
@@ -149,7 +159,10 @@ func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, member
 		Uplink: uplink.New(uplink.Config{
 			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members,
 			MaxMessageBytes: s.cfg.MaxMessageBytes, AckTimeout: s.cfg.AckTimeout,
-			FullAcked: func() { releaseMemory(log) },
+			FullAcked: func() {
+				s.ready.Store(true)
+				releaseMemory(log)
+			},
 		}, stream, dial, log),
 	}, nil
 }
@@ -213,7 +226,7 @@ func (s *Spoke) Run(ctx context.Context) error {
 			return fmt.Errorf("--debug-addr: %w", err)
 		}
 		g.Go(func() error {
-			return serveDebugWith(ctx, lis, s.metrics, debugOptions{cmdline: s.cfg.DebugCmdline, hosts: s.cfg.DebugHosts})
+			return serveDebugWith(ctx, lis, s.metrics, debugOptions{cmdline: s.cfg.DebugCmdline, hosts: s.cfg.DebugHosts, ready: s.Ready})
 		})
 	}
 	kind, location := s.cfg.source()
