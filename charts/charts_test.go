@@ -38,7 +38,7 @@ const (
 	namespace = "meshfed"
 	// image.repository and the charts' appVersion, per chart.
 	hubImage, spokeImage = "meshfed/meshfed-hub:0.1.0", "meshfed/meshfed-spoke:0.1.0"
-	tlsDir    = "/etc/meshfed/tls"
+	tlsDir               = "/etc/meshfed/tls"
 )
 
 type renderCase struct {
