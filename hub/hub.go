@@ -169,7 +169,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		}
 		h.http = &http.Server{
 			Handler: debug.HandlerWithOptions(reg, promReg, h.Ready, extra, debug.Options{
-				Cmdline: cfg.DebugCmdline, Addr: h.debugLis.Addr(), Hosts: cfg.DebugHosts,
+				Cmdline: cfg.DebugCmdline, Addr: h.debugLis.Addr(), Hosts: cfg.DebugHosts, Healthy: h.Healthy,
 			}),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
@@ -283,6 +283,19 @@ func (h *Hub) DebugAddr() net.Addr {
 // the whole clusterset; spokes reach it through the headless sync
 // Service, which lists replicas that are not ready too.
 func (h *Hub) Ready() bool { return h.serving.Load() && h.warm.Load() }
+
+// loopStall is how long the xDS push loop may go without turning before
+// /healthz fails: far longer than the longest push of a fleet, so that a
+// kubelet restarts only a hub that is wedged.
+const loopStall = 2 * time.Minute
+
+// Healthy reports a hub whose loops have stopped turning (/healthz).
+func (h *Hub) Healthy() error {
+	if h.xds != nil {
+		return h.xds.Alive(loopStall)
+	}
+	return nil
+}
 
 // Run serves until ctx ends, then stops gracefully.
 func (h *Hub) Run(ctx context.Context) error {

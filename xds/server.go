@@ -23,6 +23,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/internal/grpccodec"
+	"github.com/meshfed/meshfed/internal/liveness"
 	"github.com/meshfed/meshfed/xds/translate"
 )
 
@@ -102,6 +103,8 @@ type Server struct {
 	// requests wait for it, since a proxy's network may come from the
 	// clusters it knows.
 	ready chan struct{}
+	// beat shows the push loop turning, for the hub's liveness probe.
+	beat liveness.Beat
 }
 
 // New returns a server listening on cfg.Addr.
@@ -199,15 +202,29 @@ func (s *Server) Run(ctx context.Context, first <-chan Snapshot) error {
 	return nil
 }
 
+// Alive reports a push loop that has stopped turning for longer than
+// stall: a push that long means the hub serves proxies nothing new.
+func (s *Server) Alive(stall time.Duration) error {
+	return s.beat.Check("the xDS push loop", s.clock.Now(), stall)
+}
+
 // loop pushes the snapshots that follow snap, coalescing those that come
 // faster than PushInterval, and builds the sets of views proxies start to
 // use.
 func (s *Server) loop(ctx context.Context, snap Snapshot) {
 	var last time.Time
+	// An idle loop wakes to beat; a push in progress beats when it ends.
+	beat := s.clock.NewTimer(liveness.Interval)
+	defer beat.Stop()
+	defer s.beat.Stop()
 	for {
+		s.beat.Beat(s.clock.Now())
 		select {
 		case <-ctx.Done():
 			return
+		case <-beat.C():
+			beat.Reset(liveness.Interval)
+			continue
 		case <-s.proxies.viewsChanged():
 			s.push(snap, federation.Changes{})
 			continue

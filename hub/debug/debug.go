@@ -39,6 +39,9 @@ type Options struct {
 	Addr net.Addr
 	// Hosts are further names accepted in the Host header over loopback.
 	Hosts []string
+	// Healthy answers /healthz (nil: healthy while it answers): an error
+	// says which loop is stuck.
+	Healthy func() error
 }
 
 // Handler returns the debug mux with the default [Options]. ready reports
@@ -62,7 +65,15 @@ func HandlerWithOptions(src Source, gatherer prometheus.Gatherer, ready func() b
 	mux.HandleFunc("GET /debug/services", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, servicesResponse(src.Current()))
 	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if opts.Healthy != nil {
+			if err := opts.Healthy(); err != nil {
+				http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if ready != nil && !ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)

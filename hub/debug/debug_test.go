@@ -1,6 +1,7 @@
 package debug
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -109,5 +110,22 @@ func TestHandlerOptions(t *testing.T) {
 	}
 	if code, _ := call(t, srv, http.MethodGet, "evil.example:"+port, "/debug/clusters"); code != http.StatusMisdirectedRequest {
 		t.Errorf("other name: %d, want 421", code)
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	var err error
+	h := HandlerWithOptions(fixedSource{}, prometheus.NewRegistry(), nil, nil, Options{Healthy: func() error { return err }})
+	get := func() *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://10.0.0.7:8080/healthz", nil))
+		return rec
+	}
+	if rec := get(); rec.Code != http.StatusOK {
+		t.Errorf("healthy: %d %s", rec.Code, rec.Body)
+	}
+	err = errors.New("the xDS push loop has not turned for 3m0s (more than 2m0s)")
+	if rec := get(); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "push loop has not turned") {
+		t.Errorf("stuck: %d %s", rec.Code, rec.Body)
 	}
 }
