@@ -28,7 +28,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub"
+	"github.com/meshfed/meshfed/hub/policy"
 	"github.com/meshfed/meshfed/spoke"
 )
 
@@ -196,6 +198,7 @@ type rendered struct {
 	pdbs         []policyv1.PodDisruptionBudget
 	clusterRoles []rbacv1.ClusterRole
 	bindings     []rbacv1.ClusterRoleBinding
+	configMaps   []corev1.ConfigMap
 	// objects is every object's metadata, and sources the template each
 	// came from, by "<kind>/<name>".
 	objects []metav1.Object
@@ -232,6 +235,8 @@ func parse(t *testing.T, out string) rendered {
 			obj = decode(t, doc, &r.clusterRoles)
 		case "ClusterRoleBinding":
 			obj = decode(t, doc, &r.bindings)
+		case "ConfigMap":
+			obj = decode(t, doc, &r.configMaps)
 		default:
 			t.Fatalf("unexpected kind %s (add it to parse):\n%s", meta.Kind, doc)
 		}
@@ -386,6 +391,21 @@ func checkHubHAXDS(t *testing.T, r rendered) {
 		return v.Name == "xds-tls" && v.Secret != nil && v.Secret.SecretName == "meshfed-hub-xds-tls"
 	}) {
 		t.Errorf("no xds-tls volume from the Secret meshfed-hub-xds-tls: %+v", d.Spec.Template.Spec.Volumes)
+	}
+	// The cluster policy: a ConfigMap the hub itself accepts, mounted where
+	// --clusters-config points.
+	checkFlags(t, hubFlags(t, c.Args), map[string]string{"clusters-config": "/etc/meshfed/clusters/clusters.yaml"})
+	if len(r.configMaps) != 1 {
+		t.Fatalf("%d ConfigMaps, want the cluster policy's", len(r.configMaps))
+	}
+	p, err := policy.Parse([]byte(r.configMaps[0].Data["clusters.yaml"]), "cluster.local")
+	if err != nil || !slices.Equal(p.Clusters(), []federation.ClusterID{"east", "west"}) {
+		t.Errorf("the rendered cluster policy: %v, %v\n%s", p, err, r.configMaps[0].Data["clusters.yaml"])
+	}
+	if !slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "clusters" && v.ConfigMap != nil && v.ConfigMap.Name == r.configMaps[0].Name
+	}) {
+		t.Errorf("the cluster policy's ConfigMap is not mounted: %+v", d.Spec.Template.Spec.Volumes)
 	}
 	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "xds": 15010, "debug": 8080})
 	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010})
