@@ -62,6 +62,7 @@ func TestCharts(t *testing.T) {
 		{name: "hub-bad-anti-affinity", chart: "meshfed-hub", wantErr: `at '/podAntiAffinity': value must be one of 'soft', 'hard', 'none'`},
 		{name: "hub-bad-replicas", chart: "meshfed-hub", wantErr: `at '/replicaCount': got string, want integer`},
 		{name: "hub-bad-unknown-key", chart: "meshfed-hub", wantErr: `at '/xds': additional properties 'enable' not allowed`},
+		{name: "hub-bad-cert-manager", chart: "meshfed-hub", wantErr: `at '/certManager/issuerRef/name': minLength: got 0, want 1`},
 		{name: "hub-bad-log-level", chart: "meshfed-hub", wantErr: `at '/log/level': value must be one of 'debug', 'info', 'warn', 'error'`},
 		{name: "spoke-bad-gateway-namespace", chart: "meshfed-spoke", wantErr: `at '/gatewayNamespaces/0'`},
 		{name: "spoke-bad-export", chart: "meshfed-spoke", wantErr: `at '/export': value must be one of 'exported', 'all'`},
@@ -199,6 +200,7 @@ type rendered struct {
 	clusterRoles []rbacv1.ClusterRole
 	bindings     []rbacv1.ClusterRoleBinding
 	configMaps   []corev1.ConfigMap
+	certificates []certificate
 	// objects is every object's metadata, and sources the template each
 	// came from, by "<kind>/<name>".
 	objects []metav1.Object
@@ -237,6 +239,8 @@ func parse(t *testing.T, out string) rendered {
 			obj = decode(t, doc, &r.bindings)
 		case "ConfigMap":
 			obj = decode(t, doc, &r.configMaps)
+		case "Certificate":
+			obj = decode(t, doc, &r.certificates)
 		default:
 			t.Fatalf("unexpected kind %s (add it to parse):\n%s", meta.Kind, doc)
 		}
@@ -392,6 +396,10 @@ func checkHubHAXDS(t *testing.T, r rendered) {
 	}) {
 		t.Errorf("no xds-tls volume from the Secret meshfed-hub-xds-tls: %+v", d.Spec.Template.Spec.Volumes)
 	}
+	checkCertificate(t, r, "meshfed-hub-tls", "spiffe://cluster.local/meshfed/hub", "server auth")
+	if names := r.certificates[0].Spec.DNSNames; !slices.Contains(names, "hub.example.com") || !slices.Contains(names, "meshfed-hub-sync.meshfed.svc") {
+		t.Errorf("hub certificate DNS names %v; want the sync Service's and hub.example.com", names)
+	}
 	// The cluster policy: a ConfigMap the hub itself accepts, mounted where
 	// --clusters-config points.
 	checkFlags(t, hubFlags(t, c.Args), map[string]string{"clusters-config": "/etc/meshfed/clusters/clusters.yaml"})
@@ -519,6 +527,7 @@ func checkSpokeHubList(t *testing.T, r rendered) {
 	checkFlags(t, spokeFlags(t, c.Args), map[string]string{
 		"hub": "hub-a.example.com:9443,hub-b.example.com:9443", "gateway-namespaces": "istio-system,gateways",
 	})
+	checkCertificate(t, r, "meshfed-spoke-tls", "spiffe://cluster.local/meshfed/cluster/east", "client auth")
 }
 
 func checkSpoke(t *testing.T, r rendered) {
@@ -686,3 +695,36 @@ func checkServicePorts(t *testing.T, svc corev1.Service, want map[string]int32) 
 
 func isTrue(b *bool) bool  { return b != nil && *b }
 func isFalse(b *bool) bool { return b != nil && !*b }
+
+// certificate is the part of a cert-manager Certificate the charts set.
+type certificate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		SecretName  string   `json:"secretName"`
+		DNSNames    []string `json:"dnsNames"`
+		URIs        []string `json:"uris"`
+		Duration    string   `json:"duration"`
+		RenewBefore string   `json:"renewBefore"`
+		PrivateKey  struct {
+			Algorithm      string `json:"algorithm"`
+			Size           int    `json:"size"`
+			RotationPolicy string `json:"rotationPolicy"`
+		} `json:"privateKey"`
+		Usages    []string          `json:"usages"`
+		IssuerRef map[string]string `json:"issuerRef"`
+	} `json:"spec"`
+}
+
+// checkCertificate asserts the one Certificate rendered issues secret with
+// the SPIFFE ID id for usage.
+func checkCertificate(t *testing.T, r rendered, secret, id, usage string) {
+	t.Helper()
+	if len(r.certificates) != 1 {
+		t.Fatalf("%d Certificates, want one", len(r.certificates))
+	}
+	c := r.certificates[0].Spec
+	if c.SecretName != secret || !slices.Equal(c.URIs, []string{id}) || !slices.Contains(c.Usages, usage) || c.IssuerRef["name"] != "meshfed-ca" {
+		t.Errorf("Certificate %+v; want %s with URI SAN %s for %s from meshfed-ca", c, secret, id, usage)
+	}
+}
