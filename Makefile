@@ -24,9 +24,25 @@ build: ## Build bin/meshfed, and bin/meshfed-hub and bin/meshfed-spoke (each alo
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/meshfed-hub ./cmd/meshfed-hub
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/meshfed-spoke ./cmd/meshfed-spoke
 
+# The images of meshfed-hub and meshfed-spoke (IMAGES), FROM scratch, one
+# index per image with IMAGE_PLATFORMS, written as an OCI image layout to
+# IMAGE_OUT without a container daemon (docs/images.md). hack/image is a
+# module of its own so that go-containerregistry stays out of this one's
+# graph.
+IMAGES          ?= meshfed-hub,meshfed-spoke
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_OUT       ?= $(BIN)/images/oci
+
+.PHONY: image
+image: ## Build the hub and spoke images (linux/amd64, linux/arm64) into bin/images/oci, an OCI layout; no Docker needed.
+	cd hack/image && GOWORK=off $(GO) run . -root '$(CURDIR)' -out '$(abspath $(IMAGE_OUT))' -go '$(GO)' \
+		-version '$(VERSION)' -revision '$(REVISION)' -ldflags '$(LDFLAGS)' \
+		-images '$(IMAGES)' -platforms '$(IMAGE_PLATFORMS)'
+
 .PHONY: test
 test: test-assets ## Run every test with the race detector.
 	$(GO) test $(TESTFLAGS) ./...
+	cd hack/image && GOWORK=off $(GO) test $(TESTFLAGS) ./...
 
 .PHONY: test-e2e
 test-e2e: test-assets ## Run the multi-cluster end-to-end tests only.
@@ -98,6 +114,7 @@ verify: gen ## Fail when generated code or go.mod drift from the sources, or git
 	@hack/check-tracked.sh
 	$(GO) mod tidy
 	cd tools && $(GO) mod tidy
+	cd hack/image && $(GO) mod tidy
 	@git diff --exit-code -- . || { echo "generated code or go.mod out of date: run 'make gen' and 'go mod tidy'" >&2; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard); [ -z "$$untracked" ] || { echo "untracked files: $$untracked" >&2; exit 1; }
 

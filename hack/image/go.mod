@@ -1,0 +1,15 @@
+// Assembles the OCI images of meshfed-hub and meshfed-spoke (make image,
+// docs/images.md). Kept out of the main module so that go-containerregistry
+// never enters its graph.
+module github.com/meshfed/meshfed/hack/image
+
+go 1.26.0
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+)
