@@ -355,7 +355,9 @@ func checkHubDefaults(t *testing.T, r rendered) {
 	flags := hubFlags(t, c.Args)
 	wantFlags := map[string]string{
 		"federation-addr": ":9443",
-		"xds-addr":        "", // off
+		"xds-addr":        ":15010",
+		"xds-tls-cert":    "/etc/meshfed/xds-tls/tls.crt",
+		"xds-tls-ca":      "/etc/meshfed/xds-tls/ca.crt",
 		"debug-addr":      ":8080",
 		"tls-cert":        tlsDir + "/tls.crt",
 		"tls-key":         tlsDir + "/tls.key",
@@ -363,8 +365,8 @@ func checkHubDefaults(t *testing.T, r rendered) {
 		"trust-domain":    "cluster.local",
 	}
 	checkFlags(t, flags, wantFlags)
-	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "debug": 8080})
-	checkHubServices(t, r, map[string]int32{"federation": 9443})
+	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "xds": 15010, "debug": 8080})
+	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010})
 	for _, p := range []struct {
 		probe *corev1.Probe
 		path  string
@@ -436,7 +438,7 @@ func checkHubSingle(t *testing.T, r rendered) {
 	if a := d.Spec.Template.Spec.Affinity; a != nil {
 		t.Errorf("affinity %+v with podAntiAffinity none and no affinity value", a)
 	}
-	checkHubServices(t, r, map[string]int32{"federation": 9443})
+	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010})
 }
 
 func checkHubUserAffinity(t *testing.T, r rendered) {
