@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
@@ -201,6 +202,7 @@ type rendered struct {
 	bindings     []rbacv1.ClusterRoleBinding
 	configMaps   []corev1.ConfigMap
 	certificates []certificate
+	crds         []apiextensionsv1.CustomResourceDefinition
 	// objects is every object's metadata, and sources the template each
 	// came from, by "<kind>/<name>".
 	objects []metav1.Object
@@ -241,6 +243,8 @@ func parse(t *testing.T, out string) rendered {
 			obj = decode(t, doc, &r.configMaps)
 		case "Certificate":
 			obj = decode(t, doc, &r.certificates)
+		case "CustomResourceDefinition":
+			obj = decode(t, doc, &r.crds)
 		default:
 			t.Fatalf("unexpected kind %s (add it to parse):\n%s", meta.Kind, doc)
 		}
@@ -532,6 +536,34 @@ func checkSpokeHubList(t *testing.T, r rendered) {
 		"hub": "hub-a.example.com:9443,hub-b.example.com:9443", "gateway-namespaces": "istio-system,gateways",
 	})
 	checkCertificate(t, r, "meshfed-spoke-tls", "spiffe://cluster.local/meshfed/cluster/east", "client auth")
+	var crds []string
+	for _, c := range r.crds {
+		crds = append(crds, c.Name)
+		if c.Annotations["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s would be deleted on uninstall, and every object of it with it", c.Name)
+		}
+	}
+	if want := []string{"serviceexports.multicluster.x-k8s.io", "serviceimports.multicluster.x-k8s.io"}; !slices.Equal(crds, want) {
+		t.Errorf("CRDs %v, want %v", crds, want)
+	}
+}
+
+// TestMCSCRDsAreTheModules: the spoke chart installs the MCS CRDs the
+// spoke is built and tested against, byte for byte.
+func TestMCSCRDsAreTheModules(t *testing.T) {
+	for _, name := range []string{"multicluster.x-k8s.io_serviceexports.yaml", "multicluster.x-k8s.io_serviceimports.yaml"} {
+		chart, err := os.ReadFile(filepath.Join("meshfed-spoke", "files", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tested, err := os.ReadFile(filepath.Join("..", "internal", "kubetest", "crds", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(chart, tested) {
+			t.Errorf("charts/meshfed-spoke/files/%s differs from internal/kubetest/crds/%s: copy it again", name, name)
+		}
+	}
 }
 
 func checkSpoke(t *testing.T, r rendered) {
