@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -203,6 +204,7 @@ type rendered struct {
 	configMaps   []corev1.ConfigMap
 	certificates []certificate
 	crds         []apiextensionsv1.CustomResourceDefinition
+	netpols      []networkingv1.NetworkPolicy
 	// objects is every object's metadata, and sources the template each
 	// came from, by "<kind>/<name>".
 	objects []metav1.Object
@@ -245,6 +247,8 @@ func parse(t *testing.T, out string) rendered {
 			obj = decode(t, doc, &r.certificates)
 		case "CustomResourceDefinition":
 			obj = decode(t, doc, &r.crds)
+		case "NetworkPolicy":
+			obj = decode(t, doc, &r.netpols)
 		default:
 			t.Fatalf("unexpected kind %s (add it to parse):\n%s", meta.Kind, doc)
 		}
@@ -403,6 +407,14 @@ func checkHubHAXDS(t *testing.T, r rendered) {
 		t.Errorf("no xds-tls volume from the Secret meshfed-hub-xds-tls: %+v", d.Spec.Template.Spec.Volumes)
 	}
 	checkCertificate(t, r, "meshfed-hub-tls", "spiffe://cluster.local/meshfed/hub", "server auth")
+	if len(r.netpols) != 1 {
+		t.Fatalf("%d NetworkPolicies, want one", len(r.netpols))
+	}
+	ingress := r.netpols[0].Spec.Ingress
+	if len(ingress) != 3 || len(ingress[0].From) != 0 || len(ingress[1].From) != 0 || len(ingress[2].From) != 1 ||
+		ingress[2].Ports[0].Port.String() != "debug" {
+		t.Errorf("hub NetworkPolicy ingress %+v; want federation and xDS from anywhere, debug from the monitoring namespace only", ingress)
+	}
 	if names := r.certificates[0].Spec.DNSNames; !slices.Contains(names, "hub.example.com") || !slices.Contains(names, "meshfed-hub-sync.meshfed.svc") {
 		t.Errorf("hub certificate DNS names %v; want the sync Service's and hub.example.com", names)
 	}
@@ -536,6 +548,9 @@ func checkSpokeHubList(t *testing.T, r rendered) {
 		"hub": "hub-a.example.com:9443,hub-b.example.com:9443", "gateway-namespaces": "istio-system,gateways",
 	})
 	checkCertificate(t, r, "meshfed-spoke-tls", "spiffe://cluster.local/meshfed/cluster/east", "client auth")
+	if len(r.netpols) != 1 || len(r.netpols[0].Spec.Ingress) != 0 || !slices.Equal(r.netpols[0].Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("spoke NetworkPolicies %+v; want one admitting no ingress", r.netpols)
+	}
 	var crds []string
 	for _, c := range r.crds {
 		crds = append(crds, c.Name)
