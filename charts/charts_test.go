@@ -59,6 +59,8 @@ func TestCharts(t *testing.T) {
 		{name: "hub-ha-xds", chart: "meshfed-hub", check: checkHubHAXDS},
 		{name: "hub-single", chart: "meshfed-hub", check: checkHubSingle},
 		{name: "hub-user-affinity", chart: "meshfed-hub", check: checkHubUserAffinity},
+		{name: "hub-podmonitor", chart: "meshfed-hub", check: checkPodMonitor},
+		{name: "spoke-podmonitor", chart: "meshfed-spoke", check: checkPodMonitor},
 		{name: "hub-loopback-debug", chart: "meshfed-hub", wantErr: `debug.host "127.0.0.1" is loopback-only`},
 		{name: "hub-xds-no-tls", chart: "meshfed-hub", wantErr: "xds.enabled needs xds.tls.secretName"},
 		{name: "hub-bad-anti-affinity", chart: "meshfed-hub", wantErr: `at '/podAntiAffinity': value must be one of 'soft', 'hard', 'none'`},
@@ -205,6 +207,7 @@ type rendered struct {
 	certificates []certificate
 	crds         []apiextensionsv1.CustomResourceDefinition
 	netpols      []networkingv1.NetworkPolicy
+	podMonitors  []podMonitor
 	// objects is every object's metadata, and sources the template each
 	// came from, by "<kind>/<name>".
 	objects []metav1.Object
@@ -249,6 +252,8 @@ func parse(t *testing.T, out string) rendered {
 			obj = decode(t, doc, &r.crds)
 		case "NetworkPolicy":
 			obj = decode(t, doc, &r.netpols)
+		case "PodMonitor":
+			obj = decode(t, doc, &r.podMonitors)
 		default:
 			t.Fatalf("unexpected kind %s (add it to parse):\n%s", meta.Kind, doc)
 		}
@@ -777,5 +782,37 @@ func checkCertificate(t *testing.T, r rendered, secret, id, usage string) {
 	c := r.certificates[0].Spec
 	if c.SecretName != secret || !slices.Equal(c.URIs, []string{id}) || !slices.Contains(c.Usages, usage) || c.IssuerRef["name"] != "meshfed-ca" {
 		t.Errorf("Certificate %+v; want %s with URI SAN %s for %s from meshfed-ca", c, secret, id, usage)
+	}
+}
+
+// podMonitor is the part of a Prometheus Operator PodMonitor the charts set.
+type podMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector            metav1.LabelSelector `json:"selector"`
+		PodMetricsEndpoints []struct {
+			Port     string `json:"port"`
+			Path     string `json:"path"`
+			Interval string `json:"interval"`
+		} `json:"podMetricsEndpoints"`
+	} `json:"spec"`
+}
+
+func checkPodMonitor(t *testing.T, r rendered) {
+	t.Helper()
+	if len(r.podMonitors) != 1 {
+		t.Fatalf("%d PodMonitors, want one", len(r.podMonitors))
+	}
+	pm := r.podMonitors[0]
+	d := r.deployments[0]
+	if pm.Labels["release"] != "prometheus" || len(pm.Spec.PodMetricsEndpoints) != 1 ||
+		pm.Spec.PodMetricsEndpoints[0].Port != "debug" || pm.Spec.PodMetricsEndpoints[0].Path != "/metrics" {
+		t.Errorf("PodMonitor %+v; want /metrics on the debug port, with the release label", pm)
+	}
+	for k, v := range pm.Spec.Selector.MatchLabels {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("the PodMonitor selects %s=%s, which the pods do not carry", k, v)
+		}
 	}
 }
