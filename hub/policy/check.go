@@ -28,16 +28,17 @@ func (c *Cluster) Check(u *federationpb.ShardUpdate) error {
 		}
 	}
 	for _, e := range u.GetEndpoints() {
-		key := federation.EndpointKey(e)
+		// The key is built only for a refusal: this loop runs over every
+		// endpoint of a full state.
 		if !c.exports(e.GetNamespace()) {
-			return c.deny("endpoint", key, "namespace",
+			return c.deny("endpoint", federation.EndpointKey(e), "namespace",
 				"namespace %q is not one the cluster may export from (%s)", e.GetNamespace(), list(c.ExportNamespaces))
 		}
 		if n := e.GetNetwork(); n != "" && !slices.Contains(c.Networks, n) {
-			return c.deny("endpoint", key, "network", "network %q is not one of the cluster's (%s)", n, list(c.Networks))
+			return c.deny("endpoint", federation.EndpointKey(e), "network", "network %q is not one of the cluster's (%s)", n, list(c.Networks))
 		}
 		if !within(c.EndpointCIDRs, e.GetAddress()) {
-			return c.deny("endpoint", key, "address", "%s is outside the cluster's endpoint CIDRs (%s)", e.GetAddress(), prefixList(c.EndpointCIDRs))
+			return c.deny("endpoint", federation.EndpointKey(e), "address", "%s is outside the cluster's endpoint CIDRs (%s)", e.GetAddress(), prefixList(c.EndpointCIDRs))
 		}
 	}
 	for _, w := range u.GetWorkloads() {
