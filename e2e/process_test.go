@@ -495,11 +495,15 @@ func TestProcessClusterLease(t *testing.T) {
 }
 
 // TestProcessHubRestartNeverPartial: a hub SIGKILLed and restarted after
-// two seconds down serves its first proxy response only once every member
+// two seconds down (three times, each after the spokes' streams had been
+// up for a while) serves its first proxy response only once every member
 // of the clusterset is back, although the spokes return one by one (the
 // first spoke back names the others).
 func TestProcessHubRestartNeverPartial(t *testing.T) {
-	h := startProcHub(t, "--xds-warmup", "8s", "--xds-warmup-quiet", "100ms")
+	// The warm-up's limit is what lets a hub serve a partial clusterset:
+	// keep it well above the spokes' reconnect backoff after two seconds
+	// of failed dials (up to about 4 s, jittered), on a loaded machine.
+	h := startProcHub(t, "--xds-warmup", "15s", "--xds-warmup-quiet", "100ms")
 	ids := []string{"east", "west", "north"}
 	var want []string
 	for i, id := range ids {
@@ -512,11 +516,17 @@ func TestProcessHubRestartNeverPartial(t *testing.T) {
 	}
 	w := watchEDS(t, h.xds)
 	w.until("every cluster", 30*time.Second, func(a map[uint32][]string) bool { return slices.Equal(endpointSet(a), want) })
+	start := time.Now()
 	for round := range 3 {
+		// A hub that restarts once in a while, not one that drops every
+		// stream within seconds: a spoke backs off from that (its streams
+		// must last 10 s to count as healthy: healthySession in spoke/uplink).
+		up := time.NewTimer(11*time.Second - time.Since(start))
+		<-up.C
 		h.kill()
 		down := time.NewTimer(2 * time.Second)
 		<-down.C
-		start := time.Now()
+		start = time.Now()
 		h.start()
 		h.waitUp(t)
 		w := watchEDS(t, h.xds)
