@@ -6,14 +6,15 @@ import (
 
 	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/memlimit"
+	"github.com/meshfed/meshfed/internal/version"
 )
 
 // Command runs the spoke's command line until ctx ends: `meshfed spoke`
-// and `meshfed-spoke` (name is the command as typed). build is reported to
-// the hub.
-func Command(ctx context.Context, name string, args []string, stderr io.Writer, build string) error {
+// and `meshfed-spoke` (name is the command as typed). It reports this
+// build's version to the hub.
+func Command(ctx context.Context, name string, args []string, stderr io.Writer) error {
 	cfg := DefaultConfig()
-	cfg.Build = build
+	cfg.Build = version.Version()
 	log, err := cli.ParseCommand(name, args, stderr, cfg.AddFlags)
 	if err != nil {
 		return err

@@ -5,26 +5,10 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"io"
-
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/internal/cli"
-	"github.com/meshfed/meshfed/internal/version"
 )
 
-func main() { cli.Main("meshfed-hub", run) }
+var run = cli.Single("meshfed-hub", "hub", hub.Command)
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "hub" {
-		// `meshfed-hub hub --flags` is `meshfed hub --flags`: an image may
-		// have either binary as its entrypoint under the same chart.
-		args = args[1:]
-	}
-	if len(args) == 1 && (args[0] == "version" || args[0] == "--version" || args[0] == "-version") {
-		fmt.Fprintln(stdout, "meshfed-hub", version.String())
-		return nil
-	}
-	return hub.Command(ctx, "meshfed-hub", args, stderr)
-}
+func main() { cli.Main("meshfed-hub", run) }

@@ -6,26 +6,10 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"io"
-
 	"github.com/meshfed/meshfed/internal/cli"
-	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/spoke"
 )
 
-func main() { cli.Main("meshfed-spoke", run) }
+var run = cli.Single("meshfed-spoke", "spoke", spoke.Command)
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "spoke" {
-		// `meshfed-spoke spoke --flags` is `meshfed spoke --flags`: an image
-		// may have either binary as its entrypoint under the same chart.
-		args = args[1:]
-	}
-	if len(args) == 1 && (args[0] == "version" || args[0] == "--version" || args[0] == "-version") {
-		fmt.Fprintln(stdout, "meshfed-spoke", version.String())
-		return nil
-	}
-	return spoke.Command(ctx, "meshfed-spoke", args, stderr, version.Version())
-}
+func main() { cli.Main("meshfed-spoke", run) }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/meshfed/meshfed/internal/version"
 )
 
 // Main runs a command's run with the process's arguments and a context
@@ -24,6 +26,27 @@ func Main(name string, run func(ctx context.Context, args []string, stdout, stde
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
+	}
+}
+
+// Command runs one of meshfed's long-running commands until ctx ends; name
+// is the command as typed ("meshfed hub", "meshfed-hub").
+type Command func(ctx context.Context, name string, args []string, stderr io.Writer) error
+
+// Single is the run function of a binary that is one command of meshfed
+// alone (meshfed-hub is `meshfed hub`). It takes the command's name as an
+// optional first argument, so that an image may have either binary as its
+// entrypoint under the same chart, and answers version and --version.
+func Single(binary, command string, cmd Command) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if len(args) > 0 && args[0] == command {
+			args = args[1:]
+		}
+		if len(args) == 1 && (args[0] == "version" || args[0] == "--version" || args[0] == "-version") {
+			fmt.Fprintln(stdout, binary, version.String())
+			return nil
+		}
+		return cmd(ctx, binary, args, stderr)
 	}
 }
 

@@ -2,9 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshfed/meshfed/internal/version"
 )
 
 // TestJSONLogsDurationsAsText: a duration reads as "1.5s" in both formats,
@@ -38,6 +44,33 @@ func TestLoggerRefusesBadFlags(t *testing.T) {
 	for _, lf := range []LogFlags{{Level: "verbose", Format: "text"}, {Level: "info", Format: "yaml"}} {
 		if _, err := lf.Logger(&bytes.Buffer{}); err == nil {
 			t.Errorf("%+v: no error", lf)
+		}
+	}
+}
+
+func TestSingle(t *testing.T) {
+	var got []string
+	run := Single("meshfed-hub", "hub", func(_ context.Context, name string, args []string, _ io.Writer) error {
+		got = append([]string{name}, args...)
+		return nil
+	})
+	for _, tt := range []struct {
+		args, want []string
+	}{
+		{[]string{"--debug-addr", ":8080"}, []string{"meshfed-hub", "--debug-addr", ":8080"}},
+		{[]string{"hub", "--debug-addr", ":8080"}, []string{"meshfed-hub", "--debug-addr", ":8080"}},
+		{nil, []string{"meshfed-hub"}},
+	} {
+		got = nil
+		if err := run(t.Context(), tt.args, io.Discard, io.Discard); err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("run(%q) ran %q (%v), want %q", tt.args, got, err, tt.want)
+		}
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}, {"hub", "version"}} {
+		got = nil
+		var stdout strings.Builder
+		if err := run(t.Context(), args, &stdout, io.Discard); err != nil || got != nil || stdout.String() != "meshfed-hub "+version.String()+"\n" {
+			t.Errorf("run(%q): printed %q, ran %q (%v); want the version only", args, stdout.String(), got, err)
 		}
 	}
 }
