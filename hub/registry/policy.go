@@ -68,9 +68,7 @@ func (r *Registry) cutLocked(s *shard) {
 		close(s.superseded)
 		s.superseded = nil
 	}
-	s.gen++
-	s.status.Connected = false
-	s.status.DisconnectedAt = r.now()
+	r.disconnectLocked(s)
 }
 
 // enforceLocked drops what c does not allow from what the hub holds of s.
@@ -86,8 +84,7 @@ func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool
 		}
 		return err != nil
 	}
-	own := &federationpb.Cluster{Id: s.cluster.GetId(), Network: s.cluster.GetNetwork(), TrustDomain: s.cluster.GetTrustDomain()}
-	if refuse(c.Check(&federationpb.ShardUpdate{Cluster: own})) {
+	if refuse(c.CheckCluster(s.cluster)) {
 		e.Dropped = len(s.services) + s.nEndpoint + len(s.workloads) + len(s.cluster.GetGateways())
 		e.Withdrawn = true
 		if s.status.Connected {
@@ -98,32 +95,30 @@ func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool
 	}
 	u := &federationpb.ShardUpdate{}
 	var gateways []*federationpb.Gateway
-	for _, g := range s.cluster.GetGateways() {
-		withGateway := &federationpb.Cluster{Id: own.Id, Network: own.Network, TrustDomain: own.TrustDomain, Gateways: []*federationpb.Gateway{g}}
-		if refuse(c.Check(&federationpb.ShardUpdate{Cluster: withGateway})) {
-			e.Dropped++
-			continue
+	for i, g := range s.cluster.GetGateways() {
+		if !refuse(c.CheckGateway(s.cluster.GetId(), i, g)) {
+			gateways = append(gateways, g)
 		}
-		gateways = append(gateways, g)
 	}
-	if len(gateways) != len(s.cluster.GetGateways()) {
+	if n := len(s.cluster.GetGateways()) - len(gateways); n > 0 {
+		e.Dropped += n
 		u.Cluster = proto.CloneOf(s.cluster)
 		u.Cluster.Gateways = gateways
 	}
 	for k, svc := range s.services {
-		if refuse(c.Check(&federationpb.ShardUpdate{Services: []*federationpb.Service{svc}})) {
+		if refuse(c.CheckService(svc)) {
 			u.RemovedServices = append(u.RemovedServices, k)
 		}
 	}
 	for _, m := range s.endpoints {
 		for k, ep := range m {
-			if refuse(c.Check(&federationpb.ShardUpdate{Endpoints: []*federationpb.Endpoint{ep}})) {
+			if refuse(c.CheckEndpoint(ep)) {
 				u.RemovedEndpoints = append(u.RemovedEndpoints, k)
 			}
 		}
 	}
 	for uid, w := range s.workloads {
-		if refuse(c.Check(&federationpb.ShardUpdate{Workloads: []*federationpb.Workload{w}})) {
+		if refuse(c.CheckWorkload(w)) {
 			u.RemovedWorkloads = append(u.RemovedWorkloads, uid)
 		}
 	}

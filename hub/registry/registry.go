@@ -388,6 +388,15 @@ func (r *Registry) Claim(id federation.ClusterID, build, session, peer string) (
 	return &Conn{r: r, id: id, gen: s.gen, superseded: s.superseded}, nil
 }
 
+// disconnectLocked ends a shard's hold by its stream: nothing can write
+// through that stream's Conn any more, and the cluster's lease runs from
+// now. Callers hold r.mu.
+func (r *Registry) disconnectLocked(s *shard) {
+	s.gen++
+	s.status.Connected = false
+	s.status.DisconnectedAt = r.now()
+}
+
 // displace remembers that by took the cluster over from old.
 func (s *shard) displace(old, by spokeID) {
 	if s.displaced == nil {
@@ -444,9 +453,7 @@ func (c *Conn) Close() {
 	if err != nil {
 		return
 	}
-	s.gen++ // nothing can write through c any more
-	s.status.Connected = false
-	s.status.DisconnectedAt = c.r.now()
+	c.r.disconnectLocked(s)
 	c.r.statusChangedLocked()
 	// Its lease runs from now (RunLeases); until it turns stale, proxies
 	// see no difference.
