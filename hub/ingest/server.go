@@ -26,7 +26,6 @@ type Stream interface {
 // Registry is the writer side of the hub registry that ingest needs.
 type Registry interface {
 	Claim(id federation.ClusterID, build, session, peer string) (*registry.Conn, error)
-	Limits() registry.Limits
 	LimitsFor(id federation.ClusterID) registry.Limits
 	// Admit reports why a cluster may not stream (the cluster policy
 	// does not name it).
@@ -64,12 +63,10 @@ type Server struct {
 
 // NewServer returns a federation server writing to reg. metrics may be nil.
 func NewServer(cfg Config, reg Registry, auth Authenticator, metrics *Metrics, log *slog.Logger) *Server {
-	limits := reg.Limits()
 	hub := syncproto.NewHub(syncproto.HubConfig{
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		HubID:           cfg.HubID,
 		Build:           cfg.Build,
-		Limits:          syncproto.Limits{MaxServices: limits.MaxServices, MaxEndpoints: limits.MaxEndpoints, MaxWorkloads: limits.MaxWorkloads},
 		LimitsFor: func(id federation.ClusterID) syncproto.Limits {
 			l := reg.LimitsFor(id)
 			return syncproto.Limits{MaxServices: l.MaxServices, MaxEndpoints: l.MaxEndpoints, MaxWorkloads: l.MaxWorkloads}

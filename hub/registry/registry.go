@@ -103,9 +103,6 @@ func New(cfg Config) *Registry {
 	return r
 }
 
-// Limits returns the per-cluster caps of a cluster the policy sets none for.
-func (r *Registry) Limits() Limits { return r.limits }
-
 // Current returns the current snapshot. It never blocks.
 func (r *Registry) Current() *Snapshot { return r.current.Load() }
 
