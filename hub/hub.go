@@ -148,8 +148,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		return nil, fmt.Errorf("federation listener: %w", err)
 	}
 	if cfg.XDSAddr != "" {
-		xlog := log.With("component", "xds-tls")
-		if h.xds, err = newXDS(cfg, reg, promReg, expiring, observe("xds", xlog), log); err != nil {
+		if h.xds, err = newXDS(cfg, reg, promReg, expiring, observe, log); err != nil {
 			_ = h.fedLis.Close()
 			return nil, err
 		}
@@ -178,7 +177,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 }
 
 func newXDS(cfg Config, reg *registry.Registry, promReg prometheus.Registerer, expiring map[string]pki.Expiring,
-	wrap func(credentials.TransportCredentials) credentials.TransportCredentials, log *slog.Logger,
+	observe func(listener string, log *slog.Logger) func(credentials.TransportCredentials) credentials.TransportCredentials, log *slog.Logger,
 ) (*xds.Server, error) {
 	xcfg := xds.Config{
 		Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: cfg.XDSMaxMessageBytes, TrustDomain: cfg.TrustDomain,
@@ -191,7 +190,7 @@ func newXDS(cfg Config, reg *registry.Registry, promReg prometheus.Registerer, e
 			return nil, fmt.Errorf("xds TLS: %w", err)
 		}
 		expiring["xds"] = kp
-		xcfg.TLS, xcfg.WrapCreds = pki.NewServerOnlyConfig(kp), wrap
+		xcfg.TLS, xcfg.WrapCreds = pki.NewServerOnlyConfig(kp), observe("xds", xlog)
 		if cfg.XDSCAFile != "" {
 			cas, err := pki.LoadBundle(cfg.XDSCAFile, xlog)
 			if err != nil {
