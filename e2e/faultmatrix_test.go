@@ -293,16 +293,7 @@ func TestProcessHubKilledMidPush(t *testing.T) {
 // new stream is the whole clusterset.
 func TestProcessReconnectStorm(t *testing.T) {
 	h := startProcHub(t, "--xds-warmup", "8s", "--xds-warmup-quiet", "100ms")
-	ids := []string{"east", "west", "north"}
-	var want []string
-	for i, id := range ids {
-		ip := fmt.Sprintf("127.0.5.%d", i+1)
-		want = append(want, ip)
-		startProcSpoke(t, h.federation, id, "n1", echoManifests("z-"+id, backend{addr: ip, port: 8080}))
-	}
-	for _, id := range ids {
-		h.waitCluster(t, id, time.Minute, func(c clusterRow) bool { return c.connected && c.version > 0 })
-	}
+	want := startEchoClusters(t, h, 5, "east", "west", "north")
 	proxies := make([]*edsRecorder, 1000)
 	for i := range proxies {
 		proxies[i] = recordEDS(t, h.xds)

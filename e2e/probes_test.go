@@ -1,25 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 )
-
-// httpStatus is the status of GET url, or 0 when nothing answers.
-func httpStatus(ctx context.Context, url string) int {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
-}
 
 // TestProcessSpokeReadiness: a spoke process is live at once and ready
 // only once a hub has acknowledged its cluster's full state; it stays
@@ -28,20 +13,20 @@ func TestProcessSpokeReadiness(t *testing.T) {
 	hubAddr, debug := freeAddr(t), freeAddr(t)
 	pod := startBackend(t, "127.0.9.1", "east")
 	startProcSpoke(t, hubAddr, "east", "n1", echoManifests("z-east", pod), "--debug-addr", debug)
-	if !pollUntil(t, 30*time.Second, func() bool { return httpStatus(t.Context(), "http://"+debug+"/healthz") == http.StatusOK }) {
+	if !pollUntil(t, 30*time.Second, func() bool { return httpStatusOf(t.Context(), "http://"+debug+"/healthz") == http.StatusOK }) {
 		t.Fatal("the spoke's /healthz never answered")
 	}
-	if got := httpStatus(t.Context(), "http://"+debug+"/readyz"); got != http.StatusServiceUnavailable {
+	if got := httpStatusOf(t.Context(), "http://"+debug+"/readyz"); got != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with no hub: %d, want 503", got)
 	}
 	h := &procHub{federation: hubAddr, xds: freeAddr(t), debug: freeAddr(t)}
 	h.process = startProcess(t, "hub", "hub", "--insecure", "--id", "hub-probes",
 		"--federation-addr", h.federation, "--xds-addr", h.xds, "--debug-addr", h.debug)
-	if !pollUntil(t, time.Minute, func() bool { return httpStatus(t.Context(), "http://"+debug+"/readyz") == http.StatusOK }) {
+	if !pollUntil(t, time.Minute, func() bool { return httpStatusOf(t.Context(), "http://"+debug+"/readyz") == http.StatusOK }) {
 		t.Fatal("the spoke never turned ready once the hub had its full state")
 	}
 	h.kill()
-	if got := httpStatus(t.Context(), "http://"+debug+"/readyz"); got != http.StatusOK {
+	if got := httpStatusOf(t.Context(), "http://"+debug+"/readyz"); got != http.StatusOK {
 		t.Errorf("/readyz with the hub gone: %d, want 200 (the spoke's work is done)", got)
 	}
 }

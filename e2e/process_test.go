@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -236,6 +237,31 @@ func (h *procHub) waitCluster(t *testing.T, id string, timeout time.Duration, co
 	return clusterRow{}
 }
 
+// httpGet returns the status and body of GET url; status 0 when nothing
+// answers.
+func httpGet(ctx context.Context, url string) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, ""
+	}
+	return resp.StatusCode, string(body)
+}
+
+// httpStatusOf is httpGet's status.
+func httpStatusOf(ctx context.Context, url string) int {
+	code, _ := httpGet(ctx, url)
+	return code
+}
+
 // pollUntil polls cond every 20 ms until it holds or timeout passes.
 func pollUntil(t *testing.T, timeout time.Duration, cond func() bool) bool {
 	t.Helper()
@@ -336,6 +362,24 @@ endpoints:
 `, be.addr, zone, zone)
 	}
 	return b.String()
+}
+
+// startEchoClusters starts a spoke process for each cluster of ids, each
+// federating demo/echo with one endpoint, 127.0.<subnet>.<i+1> for the
+// i-th, on network n1, and waits until h has every cluster's shard. It
+// returns the endpoints, in order.
+func startEchoClusters(t *testing.T, h *procHub, subnet int, ids ...string) []string {
+	t.Helper()
+	var want []string
+	for i, id := range ids {
+		ip := fmt.Sprintf("127.0.%d.%d", subnet, i+1)
+		want = append(want, ip)
+		startProcSpoke(t, h.federation, id, "n1", echoManifests("z-"+id, backend{addr: ip, port: 8080}))
+	}
+	for _, id := range ids {
+		h.waitCluster(t, id, time.Minute, func(c clusterRow) bool { return c.connected && c.version > 0 })
+	}
+	return want
 }
 
 // edsWatch is a delta ADS stream subscribed to demo/echo's assignment, as
@@ -504,16 +548,7 @@ func TestProcessHubRestartNeverPartial(t *testing.T) {
 	// keep it well above the spokes' reconnect backoff after two seconds
 	// of failed dials (up to about 4 s, jittered), on a loaded machine.
 	h := startProcHub(t, "--xds-warmup", "15s", "--xds-warmup-quiet", "100ms")
-	ids := []string{"east", "west", "north"}
-	var want []string
-	for i, id := range ids {
-		ip := fmt.Sprintf("127.0.3.%d", i+1)
-		want = append(want, ip)
-		startProcSpoke(t, h.federation, id, "n1", echoManifests("z-"+id, backend{addr: ip, port: 8080}))
-	}
-	for _, id := range ids {
-		h.waitCluster(t, id, time.Minute, func(c clusterRow) bool { return c.version > 0 })
-	}
+	want := startEchoClusters(t, h, 3, "east", "west", "north")
 	w := watchEDS(t, h.xds)
 	w.until("every cluster", 30*time.Second, func(a map[uint32][]string) bool { return slices.Equal(endpointSet(a), want) })
 	start := time.Now()

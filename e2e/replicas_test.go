@@ -70,16 +70,7 @@ func startVIP(t *testing.T, hubs ...*procHub) string {
 func (h *procHub) ready(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.debug+"/readyz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return httpStatusOf(ctx, "http://"+h.debug+"/readyz") == http.StatusOK
 }
 
 // edsResponse is one EDS response a watcher received.

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,20 +48,8 @@ func writePolicy(t *testing.T, path, policy string) {
 // series ending in "{" matches any labels.
 func (h *procHub) metricLine(t *testing.T, series string) string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+h.debug+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return ""
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return ""
-	}
-	for line := range strings.SplitSeq(string(body), "\n") {
+	_, body := httpGet(t.Context(), "http://"+h.debug+"/metrics")
+	for line := range strings.SplitSeq(body, "\n") {
 		if strings.HasPrefix(line, series+" ") || strings.HasSuffix(series, "{") && strings.HasPrefix(line, series) {
 			return line
 		}
