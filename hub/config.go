@@ -114,11 +114,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.XDSStreamRate, "xds-stream-rate", c.XDSStreamRate, "new xDS streams a second one source IP may open once it has spent --xds-stream-burst (0: 20; negative: no limit; loopback is exempt)")
 	fs.IntVar(&c.XDSStreamBurst, "xds-stream-burst", c.XDSStreamBurst, "new xDS streams one source IP may open at once (0: 100)")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "address for /debug, /healthz, /readyz and /metrics (HTTP; keep it local)")
-	fs.BoolVar(&c.DebugCmdline, "debug-cmdline", c.DebugCmdline, "serve /debug/pprof/cmdline (it shows the command line, key paths included)")
-	fs.Func("debug-hosts", "comma-separated Host names a loopback --debug-addr accepts besides localhost and IP addresses (others are refused against DNS rebinding)", func(v string) (err error) {
-		c.DebugHosts, err = debughttp.ParseHosts(v)
-		return err
-	})
+	debughttp.AddFlags(fs, &c.DebugCmdline, &c.DebugHosts)
 	fs.StringVar(&c.ClustersConfig, "clusters-config", c.ClustersConfig, "cluster policy file (YAML): which clusters may join and what each may publish; reloaded when it changes (unset: any certificate of the CA may join)")
 	fs.DurationVar(&c.ClustersConfigInterval, "clusters-config-interval", c.ClustersConfigInterval, "how often the cluster policy file is read for changes")
 	fs.StringVar(&c.CertFile, "tls-cert", c.CertFile, "the hub's TLS certificate (PEM)")

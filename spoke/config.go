@@ -132,11 +132,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping the hub connection when idle for this long")
 	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "reopen the hub stream when an update makes no progress (a chunk sent, or the hub's answer) for this long")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, `address for /healthz and /debug/pprof/ (HTTP; keep it local; "" disables it)`)
-	fs.BoolVar(&c.DebugCmdline, "debug-cmdline", c.DebugCmdline, "serve /debug/pprof/cmdline (it shows the command line, key paths included)")
-	fs.Func("debug-hosts", "comma-separated Host names a loopback --debug-addr accepts besides localhost and IP addresses (others are refused against DNS rebinding)", func(v string) (err error) {
-		c.DebugHosts, err = debughttp.ParseHosts(v)
-		return err
-	})
+	debughttp.AddFlags(fs, &c.DebugCmdline, &c.DebugHosts)
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", c.MemoryLimitRatio, "share of the container's memory limit (cgroup) that becomes the Go soft memory limit, unless GOMEMLIMIT is set (0 turns this off)")
 	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "garbage collection target as GOGC, unless GOGC is set (0: Go's default, 100); lower trades CPU for memory")
 }
