@@ -311,17 +311,14 @@ func report(w io.Writer, c config, top v1.ImageIndex) error {
 			if err != nil {
 				return err
 			}
-			layers, err := img.Layers()
+			// The manifest records each layer's compressed size.
+			man, err := img.Manifest()
 			if err != nil {
 				return err
 			}
 			var n int64
-			for _, l := range layers {
-				s, err := l.Size()
-				if err != nil {
-					return err
-				}
-				n += s
+			for _, l := range man.Layers {
+				n += l.Size
 			}
 			sizes = append(sizes, fmt.Sprintf("%s/%s %.1f MiB", md.Platform.OS, md.Platform.Architecture, float64(n)/(1<<20)))
 		}
