@@ -3,6 +3,7 @@ package federation
 import (
 	"cmp"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -41,14 +42,23 @@ type ClusterService struct {
 	Stale bool
 }
 
-// Conflict reasons, as MCS ServiceExport Conflict conditions name them.
+// Conflict reasons, as MCS ServiceExport Conflict conditions name them
+// (KEP-1645, sigs.k8s.io/mcs-api v1beta1).
 const (
-	ReasonPortConflict = "PortConflict"
-	ReasonTypeConflict = "TypeConflict"
+	ReasonPortConflict                  = "PortConflict"
+	ReasonTypeConflict                  = "TypeConflict"
+	ReasonSessionAffinityConflict       = "SessionAffinityConflict"
+	ReasonSessionAffinityConfigConflict = "SessionAffinityConfigConflict"
+	ReasonInternalTrafficPolicyConflict = "InternalTrafficPolicyConflict"
+	ReasonTrafficDistributionConflict   = "TrafficDistributionConflict"
+	ReasonIPFamilyConflict              = "IPFamilyConflict"
+	ReasonLabelsConflict                = "LabelsConflict"
+	ReasonAnnotationsConflict           = "AnnotationsConflict"
 )
 
 // Conflict is an MCS export conflict: clusters whose export of a service
-// disagrees with the oldest export.
+// disagrees with the oldest export on one property. The oldest export's
+// value is the import's; every export of the service reports the conflict.
 type Conflict struct {
 	Reason   string
 	Clusters []ClusterID
@@ -64,15 +74,60 @@ type ServiceView struct {
 	// Hostname is the oldest export's cluster-local hostname.
 	Hostname string
 	// ClustersetHostname is <name>.<ns>.svc.clusterset.local when some
-	// cluster exports the service through MCS, else "".
+	// cluster exports the service through MCS, else "". Such a service is
+	// an MCS import: every member cluster holds a ServiceImport of it.
 	ClustersetHostname string
 	Type               federationpb.ServiceType
 	// Ports is the union of the exports' ports (MCS: by name, then by
 	// protocol and port; the oldest export wins a clash).
 	Ports     []*federationpb.ServicePort
 	Conflicts []Conflict
+	// Oldest is the export that wins every conflict: the import takes its
+	// session affinity, traffic policy and distribution, IP families and
+	// exported labels and annotations.
+	Oldest *federationpb.Service
+	// OldestCluster is the cluster of Oldest.
+	OldestCluster ClusterID
 	// Clusters is sorted by cluster ID.
 	Clusters []ClusterService
+
+	// The hub's decisions on an import (zero for other services):
+	// ClustersetIPs are its ClusterSetIPs, one per family of
+	// ImportFamilies, in that order (none for a headless import);
+	// IPError says why one is missing; Ready lists the exporting clusters
+	// whose export every member cluster holds, sorted.
+	ClustersetIPs []netip.Addr
+	IPError       string
+	Ready         []ClusterID
+}
+
+// IsImport reports whether the service is an MCS import.
+func (s *ServiceView) IsImport() bool { return s.ClustersetHostname != "" }
+
+// Headless reports whether the service, as the oldest export has it, is
+// headless (an MCS import of type Headless).
+func (s *ServiceView) Headless() bool { return isHeadless(s.Type) }
+
+// ImportFamilies are the IP families of the import's ClusterSetIPs: the
+// oldest export's, else those of its cluster IPs, else IPv4.
+func (s *ServiceView) ImportFamilies() []federationpb.IPFamily {
+	if f := s.Oldest.GetIpFamilies(); len(f) > 0 {
+		return f
+	}
+	var out []federationpb.IPFamily
+	for _, ip := range s.Oldest.GetClusterIps() {
+		f := federationpb.IPFamily_IP_FAMILY_IPV4
+		if strings.Contains(ip, ":") {
+			f = federationpb.IPFamily_IP_FAMILY_IPV6
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		out = []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV4}
+	}
+	return out
 }
 
 // EndpointCount is the number of endpoints over all clusters.
@@ -87,6 +142,12 @@ func (s *ServiceView) EndpointCount() int {
 // MergeService merges the exports of one service by namespace sameness.
 // parts must all have the same namespace/name; the result takes ownership
 // of parts. It returns nil for no parts.
+//
+// The merge follows KEP-1645: the oldest export (its time, then its
+// cluster ID) wins every conflicting property; ports are the union of the
+// exports' ports by name, a port of the same name (or the same number)
+// that differs being a conflict; every other property is a conflict when
+// an export's differs from the oldest's.
 func MergeService(parts []ClusterService) *ServiceView {
 	if len(parts) == 0 {
 		return nil
@@ -100,25 +161,31 @@ func MergeService(parts []ClusterService) *ServiceView {
 	slices.SortStableFunc(order, func(a, b int) int {
 		return parts[a].Service.GetExport().GetTime().AsTime().Compare(parts[b].Service.GetExport().GetTime().AsTime())
 	})
-	oldest := parts[order[0]].Service
+	first := parts[order[0]]
+	oldest := first.Service
 	v := &ServiceView{
-		Key:       KeyOfService(oldest),
-		Namespace: oldest.GetNamespace(),
-		Name:      oldest.GetName(),
-		Hostname:  oldest.GetHostname(),
-		Type:      oldest.GetType(),
-		Clusters:  parts,
+		Key:           KeyOfService(oldest),
+		Namespace:     oldest.GetNamespace(),
+		Name:          oldest.GetName(),
+		Hostname:      oldest.GetHostname(),
+		Type:          oldest.GetType(),
+		Oldest:        oldest,
+		OldestCluster: first.Cluster,
+		Clusters:      parts,
 	}
-	var typeConflict, portConflict []ClusterID
 	byName := map[string]*federationpb.ServicePort{}
 	byNumber := map[string]*federationpb.ServicePort{}
+	differ := make([][]ClusterID, len(properties))
+	var portConflict []ClusterID
 	for _, i := range order {
 		p := parts[i]
 		if p.Service.GetExport().GetSource() == federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT {
 			v.ClustersetHostname = v.Name + "." + v.Namespace + ".svc." + ClustersetDomain
 		}
-		if isHeadless(p.Service.GetType()) != isHeadless(v.Type) {
-			typeConflict = append(typeConflict, p.Cluster)
+		for j, prop := range properties {
+			if !prop.same(oldest, p.Service) {
+				differ[j] = append(differ[j], p.Cluster)
+			}
 		}
 		clash := false
 		for _, port := range p.Service.GetPorts() {
@@ -128,7 +195,8 @@ func MergeService(parts []ClusterService) *ServiceView {
 				prev = byNumber[num]
 			}
 			if prev != nil {
-				if prev.GetName() != port.GetName() || prev.GetPort() != port.GetPort() || prev.GetProtocol() != port.GetProtocol() {
+				if prev.GetName() != port.GetName() || prev.GetPort() != port.GetPort() ||
+					prev.GetProtocol() != port.GetProtocol() || prev.GetAppProtocol() != port.GetAppProtocol() {
 					clash = true
 				}
 				continue
@@ -144,29 +212,175 @@ func MergeService(parts []ClusterService) *ServiceView {
 	slices.SortFunc(v.Ports, func(a, b *federationpb.ServicePort) int {
 		return cmp.Or(cmp.Compare(a.GetPort(), b.GetPort()), cmp.Compare(a.GetProtocol(), b.GetProtocol()))
 	})
-	if len(typeConflict) > 0 {
-		v.Conflicts = append(v.Conflicts, Conflict{
-			Reason:   ReasonTypeConflict,
-			Clusters: typeConflict,
-			Message:  fmt.Sprintf("headlessness differs from the oldest export (cluster %s, type %s)", parts[order[0]].Cluster, typeName(v.Type)),
-		})
-	}
 	if len(portConflict) > 0 {
 		v.Conflicts = append(v.Conflicts, Conflict{
 			Reason:   ReasonPortConflict,
 			Clusters: portConflict,
-			Message:  "ports clash by name or number with an older export; traffic to a clashing port goes only to exports that have it",
+			Message: fmt.Sprintf("cluster%s exports a port that differs in number, protocol or app protocol from the oldest export's port of the same name or number (cluster %s, %s); the oldest export's port is the import's",
+				joinClusters(portConflict), first.Cluster, portsString(oldest.GetPorts())),
 		})
 	}
+	for j, prop := range properties {
+		if len(differ[j]) == 0 {
+			continue
+		}
+		v.Conflicts = append(v.Conflicts, Conflict{
+			Reason:   prop.reason,
+			Clusters: differ[j],
+			Message: fmt.Sprintf("cluster%s exports %s other than the oldest export (cluster %s: %s), which the import takes",
+				joinClusters(differ[j]), prop.name, first.Cluster, prop.show(oldest)),
+		})
+	}
+	slices.SortFunc(v.Conflicts, func(a, b Conflict) int { return cmp.Compare(a.Reason, b.Reason) })
 	return v
+}
+
+// property is one export property that MCS resolves by the oldest export.
+type property struct {
+	reason, name string
+	same         func(a, b *federationpb.Service) bool
+	show         func(*federationpb.Service) string
+}
+
+var properties = []property{
+	{
+		ReasonTypeConflict, "a type (ClusterSetIP or Headless)",
+		func(a, b *federationpb.Service) bool { return isHeadless(a.GetType()) == isHeadless(b.GetType()) },
+		func(s *federationpb.Service) string { return importType(s.GetType()) },
+	},
+	{
+		ReasonSessionAffinityConflict, "a sessionAffinity",
+		func(a, b *federationpb.Service) bool { return a.GetSessionAffinity() == b.GetSessionAffinity() },
+		func(s *federationpb.Service) string { return SessionAffinityName(s.GetSessionAffinity()) },
+	},
+	{
+		ReasonSessionAffinityConfigConflict, "a sessionAffinityConfig",
+		func(a, b *federationpb.Service) bool {
+			return a.GetSessionAffinityTimeoutSeconds() == b.GetSessionAffinityTimeoutSeconds()
+		},
+		func(s *federationpb.Service) string {
+			if t := s.GetSessionAffinityTimeoutSeconds(); t != 0 {
+				return fmt.Sprintf("clientIP.timeoutSeconds %d", t)
+			}
+			return "none"
+		},
+	},
+	{
+		ReasonInternalTrafficPolicyConflict, "an internalTrafficPolicy",
+		func(a, b *federationpb.Service) bool { return a.GetInternalTrafficPolicy() == b.GetInternalTrafficPolicy() },
+		func(s *federationpb.Service) string { return orNone(s.GetInternalTrafficPolicy()) },
+	},
+	{
+		ReasonTrafficDistributionConflict, "a trafficDistribution",
+		func(a, b *federationpb.Service) bool { return a.GetTrafficDistribution() == b.GetTrafficDistribution() },
+		func(s *federationpb.Service) string { return orNone(s.GetTrafficDistribution()) },
+	},
+	{
+		ReasonIPFamilyConflict, "IP families",
+		func(a, b *federationpb.Service) bool { return slices.Equal(a.GetIpFamilies(), b.GetIpFamilies()) },
+		func(s *federationpb.Service) string { return familiesString(s.GetIpFamilies()) },
+	},
+	{
+		ReasonLabelsConflict, "exported labels",
+		func(a, b *federationpb.Service) bool {
+			return keyValuesEqual(a.GetExport().GetLabels(), b.GetExport().GetLabels())
+		},
+		func(s *federationpb.Service) string { return keyValuesString(s.GetExport().GetLabels()) },
+	},
+	{
+		ReasonAnnotationsConflict, "exported annotations",
+		func(a, b *federationpb.Service) bool {
+			return keyValuesEqual(a.GetExport().GetAnnotations(), b.GetExport().GetAnnotations())
+		},
+		func(s *federationpb.Service) string { return keyValuesString(s.GetExport().GetAnnotations()) },
+	},
 }
 
 func isHeadless(t federationpb.ServiceType) bool {
 	return t == federationpb.ServiceType_SERVICE_TYPE_HEADLESS
 }
 
-func typeName(t federationpb.ServiceType) string {
-	return strings.ToLower(strings.TrimPrefix(t.String(), "SERVICE_TYPE_"))
+// importType is the MCS ServiceImport type of an export of type t.
+func importType(t federationpb.ServiceType) string {
+	if isHeadless(t) {
+		return "Headless"
+	}
+	return "ClusterSetIP"
+}
+
+// SessionAffinityName is a session affinity as Kubernetes spells it.
+func SessionAffinityName(a federationpb.SessionAffinity) string {
+	if a == federationpb.SessionAffinity_SESSION_AFFINITY_CLIENT_IP {
+		return "ClientIP"
+	}
+	return "None"
+}
+
+// IPFamilyName is an IP family as Kubernetes spells it.
+func IPFamilyName(f federationpb.IPFamily) string {
+	switch f {
+	case federationpb.IPFamily_IP_FAMILY_IPV4:
+		return "IPv4"
+	case federationpb.IPFamily_IP_FAMILY_IPV6:
+		return "IPv6"
+	}
+	return "unknown"
+}
+
+func familiesString(fs []federationpb.IPFamily) string {
+	if len(fs) == 0 {
+		return "none"
+	}
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = IPFamilyName(f)
+	}
+	return strings.Join(names, ",")
+}
+
+func keyValuesEqual(a, b []*federationpb.KeyValue) bool {
+	return slices.EqualFunc(a, b, func(x, y *federationpb.KeyValue) bool {
+		return x.GetKey() == y.GetKey() && x.GetValue() == y.GetValue()
+	})
+}
+
+// keyValuesString shows keys only: values can be long, and the message
+// names what differs, not all of it.
+func keyValuesString(kvs []*federationpb.KeyValue) string {
+	if len(kvs) == 0 {
+		return "none"
+	}
+	keys := make([]string, len(kvs))
+	for i, kv := range kvs {
+		keys[i] = kv.GetKey()
+	}
+	return "keys " + strings.Join(keys, ",")
+}
+
+func portsString(ports []*federationpb.ServicePort) string {
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		out[i] = fmt.Sprintf("%s %d/%s", orNone(p.GetName()), p.GetPort(), strings.TrimPrefix(p.GetProtocol().String(), "PROTOCOL_"))
+	}
+	return strings.Join(out, ", ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func joinClusters(ids []ClusterID) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = string(id)
+	}
+	if len(s) > 1 {
+		return "s " + strings.Join(s, ", ")
+	}
+	return " " + s[0]
 }
 
 // TagEndpoints tags endpoints with their cluster and network (the

@@ -216,6 +216,19 @@ func ValidateCluster(c *federationpb.Cluster) error {
 	return v.result()
 }
 
+// MaxClusters bounds the clusters one object may name.
+const MaxClusters = 4096
+
+// ValidateServiceName checks a service's namespace and name.
+func ValidateServiceName(namespace, name string) error {
+	v := &validator{kind: "service", key: ServiceKey(namespace, name)}
+	v.dnsLabel("namespace", namespace)
+	if v.required("name", name) {
+		v.errs("name", validation.IsDNS1035Label(name))
+	}
+	return v.result()
+}
+
 // ValidateService checks one service.
 func ValidateService(s *federationpb.Service) error {
 	v := &validator{kind: "service", key: KeyOfService(s)}
@@ -289,7 +302,78 @@ func ValidateService(s *federationpb.Service) error {
 			v.fail("export.time", "%v", err)
 		}
 	}
+	v.mcsProperties(s)
+	v.keyValues("export.labels", s.GetExport().GetLabels(), true)
+	v.keyValues("export.annotations", s.GetExport().GetAnnotations(), false)
 	return v.result()
+}
+
+// Bounds of what an export carries into its import.
+const (
+	// maxSessionAffinityTimeout is Kubernetes' own bound (one day).
+	maxSessionAffinityTimeout = 86400
+	// MaxExportedKeys bounds an export's exported labels, and its
+	// exported annotations.
+	MaxExportedKeys = 64
+	// maxAnnotationBytes bounds the exported annotations' keys and values
+	// together (Kubernetes allows 256 KiB on one object; an import is
+	// written into every member cluster).
+	maxAnnotationBytes = 16 << 10
+)
+
+// mcsProperties checks what MCS copies from the oldest export into the
+// ServiceImport.
+func (v *validator) mcsProperties(s *federationpb.Service) {
+	if _, ok := federationpb.SessionAffinity_name[int32(s.GetSessionAffinity())]; !ok {
+		v.fail("sessionAffinity", "unknown session affinity %d", s.GetSessionAffinity())
+	}
+	if t := s.GetSessionAffinityTimeoutSeconds(); t > maxSessionAffinityTimeout {
+		v.fail("sessionAffinityTimeoutSeconds", "%d is more than %d", t, maxSessionAffinityTimeout)
+	}
+	switch s.GetInternalTrafficPolicy() {
+	case "", "Cluster", "Local":
+	default:
+		v.fail("internalTrafficPolicy", "%q is neither Cluster nor Local", s.GetInternalTrafficPolicy())
+	}
+	if d := s.GetTrafficDistribution(); d != "" {
+		v.errs("trafficDistribution", validation.IsQualifiedName(d))
+	}
+	fams := s.GetIpFamilies()
+	if len(fams) > maxIPs {
+		v.fail("ipFamilies", "%d families is more than %d", len(fams), maxIPs)
+	}
+	for i, f := range fams {
+		if f != federationpb.IPFamily_IP_FAMILY_IPV4 && f != federationpb.IPFamily_IP_FAMILY_IPV6 {
+			v.fail(fmt.Sprintf("ipFamilies[%d]", i), "unknown IP family %d", f)
+		}
+		if i > 0 && f == fams[0] {
+			v.fail(fmt.Sprintf("ipFamilies[%d]", i), "duplicate IP family %s", f)
+		}
+	}
+}
+
+// keyValues checks exported labels (or annotations): sorted by key, each
+// key once, keys qualified names, label values valid label values.
+func (v *validator) keyValues(field string, kvs []*federationpb.KeyValue, labels bool) {
+	if len(kvs) > MaxExportedKeys {
+		v.fail(field, "%d entries is more than %d", len(kvs), MaxExportedKeys)
+		return
+	}
+	size := 0
+	for i, kv := range kvs {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		v.errs(f+".key", validation.IsQualifiedName(kv.GetKey()))
+		if i > 0 && kv.GetKey() <= kvs[i-1].GetKey() {
+			v.fail(f+".key", "%q is not after %q: keys are sorted and unique", kv.GetKey(), kvs[i-1].GetKey())
+		}
+		if labels {
+			v.errs(f+".value", validation.IsValidLabelValue(kv.GetValue()))
+		}
+		size += len(kv.GetKey()) + len(kv.GetValue())
+	}
+	if !labels && size > maxAnnotationBytes {
+		v.fail(field, "%d bytes is more than %d", size, maxAnnotationBytes)
+	}
 }
 
 // ValidateEndpoint checks one endpoint.

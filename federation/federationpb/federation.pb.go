@@ -147,6 +147,102 @@ func (GatewayProtocol) EnumDescriptor() ([]byte, []int) {
 	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{1}
 }
 
+type SessionAffinity int32
+
+const (
+	// "None".
+	SessionAffinity_SESSION_AFFINITY_NONE      SessionAffinity = 0
+	SessionAffinity_SESSION_AFFINITY_CLIENT_IP SessionAffinity = 1
+)
+
+// Enum value maps for SessionAffinity.
+var (
+	SessionAffinity_name = map[int32]string{
+		0: "SESSION_AFFINITY_NONE",
+		1: "SESSION_AFFINITY_CLIENT_IP",
+	}
+	SessionAffinity_value = map[string]int32{
+		"SESSION_AFFINITY_NONE":      0,
+		"SESSION_AFFINITY_CLIENT_IP": 1,
+	}
+)
+
+func (x SessionAffinity) Enum() *SessionAffinity {
+	p := new(SessionAffinity)
+	*p = x
+	return p
+}
+
+func (x SessionAffinity) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionAffinity) Descriptor() protoreflect.EnumDescriptor {
+	return file_federation_federationpb_federation_proto_enumTypes[2].Descriptor()
+}
+
+func (SessionAffinity) Type() protoreflect.EnumType {
+	return &file_federation_federationpb_federation_proto_enumTypes[2]
+}
+
+func (x SessionAffinity) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionAffinity.Descriptor instead.
+func (SessionAffinity) EnumDescriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{2}
+}
+
+type IPFamily int32
+
+const (
+	IPFamily_IP_FAMILY_UNSPECIFIED IPFamily = 0
+	IPFamily_IP_FAMILY_IPV4        IPFamily = 1
+	IPFamily_IP_FAMILY_IPV6        IPFamily = 2
+)
+
+// Enum value maps for IPFamily.
+var (
+	IPFamily_name = map[int32]string{
+		0: "IP_FAMILY_UNSPECIFIED",
+		1: "IP_FAMILY_IPV4",
+		2: "IP_FAMILY_IPV6",
+	}
+	IPFamily_value = map[string]int32{
+		"IP_FAMILY_UNSPECIFIED": 0,
+		"IP_FAMILY_IPV4":        1,
+		"IP_FAMILY_IPV6":        2,
+	}
+)
+
+func (x IPFamily) Enum() *IPFamily {
+	p := new(IPFamily)
+	*p = x
+	return p
+}
+
+func (x IPFamily) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IPFamily) Descriptor() protoreflect.EnumDescriptor {
+	return file_federation_federationpb_federation_proto_enumTypes[3].Descriptor()
+}
+
+func (IPFamily) Type() protoreflect.EnumType {
+	return &file_federation_federationpb_federation_proto_enumTypes[3]
+}
+
+func (x IPFamily) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IPFamily.Descriptor instead.
+func (IPFamily) EnumDescriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{3}
+}
+
 type ServiceType int32
 
 const (
@@ -186,11 +282,11 @@ func (x ServiceType) String() string {
 }
 
 func (ServiceType) Descriptor() protoreflect.EnumDescriptor {
-	return file_federation_federationpb_federation_proto_enumTypes[2].Descriptor()
+	return file_federation_federationpb_federation_proto_enumTypes[4].Descriptor()
 }
 
 func (ServiceType) Type() protoreflect.EnumType {
-	return &file_federation_federationpb_federation_proto_enumTypes[2]
+	return &file_federation_federationpb_federation_proto_enumTypes[4]
 }
 
 func (x ServiceType) Number() protoreflect.EnumNumber {
@@ -199,7 +295,7 @@ func (x ServiceType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ServiceType.Descriptor instead.
 func (ServiceType) EnumDescriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{2}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{4}
 }
 
 type Protocol int32
@@ -238,11 +334,11 @@ func (x Protocol) String() string {
 }
 
 func (Protocol) Descriptor() protoreflect.EnumDescriptor {
-	return file_federation_federationpb_federation_proto_enumTypes[3].Descriptor()
+	return file_federation_federationpb_federation_proto_enumTypes[5].Descriptor()
 }
 
 func (Protocol) Type() protoreflect.EnumType {
-	return &file_federation_federationpb_federation_proto_enumTypes[3]
+	return &file_federation_federationpb_federation_proto_enumTypes[5]
 }
 
 func (x Protocol) Number() protoreflect.EnumNumber {
@@ -251,7 +347,7 @@ func (x Protocol) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Protocol.Descriptor instead.
 func (Protocol) EnumDescriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{3}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{5}
 }
 
 type ExportSource int32
@@ -293,11 +389,11 @@ func (x ExportSource) String() string {
 }
 
 func (ExportSource) Descriptor() protoreflect.EnumDescriptor {
-	return file_federation_federationpb_federation_proto_enumTypes[4].Descriptor()
+	return file_federation_federationpb_federation_proto_enumTypes[6].Descriptor()
 }
 
 func (ExportSource) Type() protoreflect.EnumType {
-	return &file_federation_federationpb_federation_proto_enumTypes[4]
+	return &file_federation_federationpb_federation_proto_enumTypes[6]
 }
 
 func (x ExportSource) Number() protoreflect.EnumNumber {
@@ -306,17 +402,68 @@ func (x ExportSource) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExportSource.Descriptor instead.
 func (ExportSource) EnumDescriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{4}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{6}
 }
 
-// SpokeMessage is everything a spoke sends. Field numbers 3 to 15 are kept
-// for future spoke messages (such as lease renewals).
+type ImportType int32
+
+const (
+	ImportType_IMPORT_TYPE_UNSPECIFIED    ImportType = 0
+	ImportType_IMPORT_TYPE_CLUSTER_SET_IP ImportType = 1
+	ImportType_IMPORT_TYPE_HEADLESS       ImportType = 2
+)
+
+// Enum value maps for ImportType.
+var (
+	ImportType_name = map[int32]string{
+		0: "IMPORT_TYPE_UNSPECIFIED",
+		1: "IMPORT_TYPE_CLUSTER_SET_IP",
+		2: "IMPORT_TYPE_HEADLESS",
+	}
+	ImportType_value = map[string]int32{
+		"IMPORT_TYPE_UNSPECIFIED":    0,
+		"IMPORT_TYPE_CLUSTER_SET_IP": 1,
+		"IMPORT_TYPE_HEADLESS":       2,
+	}
+)
+
+func (x ImportType) Enum() *ImportType {
+	p := new(ImportType)
+	*p = x
+	return p
+}
+
+func (x ImportType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ImportType) Descriptor() protoreflect.EnumDescriptor {
+	return file_federation_federationpb_federation_proto_enumTypes[7].Descriptor()
+}
+
+func (ImportType) Type() protoreflect.EnumType {
+	return &file_federation_federationpb_federation_proto_enumTypes[7]
+}
+
+func (x ImportType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ImportType.Descriptor instead.
+func (ImportType) EnumDescriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{7}
+}
+
+// SpokeMessage is everything a spoke sends. Field numbers 4 to 15 are kept
+// for future spoke messages (such as lease renewals); a hub ignores kinds
+// it does not know.
 type SpokeMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*SpokeMessage_Hello
 	//	*SpokeMessage_Update
+	//	*SpokeMessage_Held
 	Kind          isSpokeMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -377,6 +524,15 @@ func (x *SpokeMessage) GetUpdate() *ShardUpdate {
 	return nil
 }
 
+func (x *SpokeMessage) GetHeld() *ImportsHeld {
+	if x != nil {
+		if x, ok := x.Kind.(*SpokeMessage_Held); ok {
+			return x.Held
+		}
+	}
+	return nil
+}
+
 type isSpokeMessage_Kind interface {
 	isSpokeMessage_Kind()
 }
@@ -389,13 +545,18 @@ type SpokeMessage_Update struct {
 	Update *ShardUpdate `protobuf:"bytes,2,opt,name=update,proto3,oneof"`
 }
 
+type SpokeMessage_Held struct {
+	Held *ImportsHeld `protobuf:"bytes,3,opt,name=held,proto3,oneof"`
+}
+
 func (*SpokeMessage_Hello) isSpokeMessage_Kind() {}
 
 func (*SpokeMessage_Update) isSpokeMessage_Kind() {}
 
-// HubMessage is everything the hub sends. Field numbers 5 to 15 are kept
-// for future hub messages (such as export status); a spoke ignores kinds
-// it does not know.
+func (*SpokeMessage_Held) isSpokeMessage_Kind() {}
+
+// HubMessage is everything the hub sends. Field numbers 6 to 15 are kept
+// for future hub messages; a spoke ignores kinds it does not know.
 type HubMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -404,6 +565,7 @@ type HubMessage struct {
 	//	*HubMessage_Ack
 	//	*HubMessage_Nack
 	//	*HubMessage_Members
+	//	*HubMessage_Imports
 	Kind          isHubMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -482,6 +644,15 @@ func (x *HubMessage) GetMembers() *Members {
 	return nil
 }
 
+func (x *HubMessage) GetImports() *Imports {
+	if x != nil {
+		if x, ok := x.Kind.(*HubMessage_Imports); ok {
+			return x.Imports
+		}
+	}
+	return nil
+}
+
 type isHubMessage_Kind interface {
 	isHubMessage_Kind()
 }
@@ -502,6 +673,10 @@ type HubMessage_Members struct {
 	Members *Members `protobuf:"bytes,4,opt,name=members,proto3,oneof"`
 }
 
+type HubMessage_Imports struct {
+	Imports *Imports `protobuf:"bytes,5,opt,name=imports,proto3,oneof"`
+}
+
 func (*HubMessage_Welcome) isHubMessage_Kind() {}
 
 func (*HubMessage_Ack) isHubMessage_Kind() {}
@@ -509,6 +684,8 @@ func (*HubMessage_Ack) isHubMessage_Kind() {}
 func (*HubMessage_Nack) isHubMessage_Kind() {}
 
 func (*HubMessage_Members) isHubMessage_Kind() {}
+
+func (*HubMessage_Imports) isHubMessage_Kind() {}
 
 // Members lists the clusterset's members as this hub knows them: every
 // cluster it holds that is not withdrawn. The hub sends it after Welcome
@@ -582,8 +759,12 @@ type Hello struct {
 	// the protocol had versions, which speaks version 1). A hub refuses a
 	// version it does not understand, saying which it does.
 	ProtocolVersion uint32 `protobuf:"varint,7,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The spoke writes the clusterset's imports into its cluster: the hub
+	// sends it Imports once it serves, and it reports what its cluster
+	// holds with ImportsHeld.
+	Imports       bool `protobuf:"varint,8,opt,name=imports,proto3" json:"imports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -663,6 +844,13 @@ func (x *Hello) GetProtocolVersion() uint32 {
 		return x.ProtocolVersion
 	}
 	return 0
+}
+
+func (x *Hello) GetImports() bool {
+	if x != nil {
+		return x.Imports
+	}
+	return false
 }
 
 // Welcome answers Hello.
@@ -1267,11 +1455,22 @@ type Service struct {
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// <name>.<namespace>.svc.<cluster domain>
-	Hostname      string         `protobuf:"bytes,3,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	Ports         []*ServicePort `protobuf:"bytes,4,rep,name=ports,proto3" json:"ports,omitempty"`
-	Type          ServiceType    `protobuf:"varint,5,opt,name=type,proto3,enum=meshfed.federation.v1alpha1.ServiceType" json:"type,omitempty"`
-	ClusterIps    []string       `protobuf:"bytes,6,rep,name=cluster_ips,json=clusterIps,proto3" json:"cluster_ips,omitempty"`
-	Export        *Export        `protobuf:"bytes,7,opt,name=export,proto3" json:"export,omitempty"`
+	Hostname   string         `protobuf:"bytes,3,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Ports      []*ServicePort `protobuf:"bytes,4,rep,name=ports,proto3" json:"ports,omitempty"`
+	Type       ServiceType    `protobuf:"varint,5,opt,name=type,proto3,enum=meshfed.federation.v1alpha1.ServiceType" json:"type,omitempty"`
+	ClusterIps []string       `protobuf:"bytes,6,rep,name=cluster_ips,json=clusterIps,proto3" json:"cluster_ips,omitempty"`
+	Export     *Export        `protobuf:"bytes,7,opt,name=export,proto3" json:"export,omitempty"`
+	// What MCS copies from the oldest export into the ServiceImport.
+	SessionAffinity SessionAffinity `protobuf:"varint,8,opt,name=session_affinity,json=sessionAffinity,proto3,enum=meshfed.federation.v1alpha1.SessionAffinity" json:"session_affinity,omitempty"`
+	// spec.sessionAffinityConfig.clientIP.timeoutSeconds (0: unset).
+	SessionAffinityTimeoutSeconds uint32 `protobuf:"varint,9,opt,name=session_affinity_timeout_seconds,json=sessionAffinityTimeoutSeconds,proto3" json:"session_affinity_timeout_seconds,omitempty"`
+	// spec.internalTrafficPolicy: "Cluster", "Local", or "" when unset.
+	InternalTrafficPolicy string `protobuf:"bytes,10,opt,name=internal_traffic_policy,json=internalTrafficPolicy,proto3" json:"internal_traffic_policy,omitempty"`
+	// spec.trafficDistribution as the Service has it ("" when unset).
+	TrafficDistribution string `protobuf:"bytes,11,opt,name=traffic_distribution,json=trafficDistribution,proto3" json:"traffic_distribution,omitempty"`
+	// spec.ipFamilies, in order (empty for a headless Service without
+	// selector, which has none).
+	IpFamilies    []IPFamily `protobuf:"varint,12,rep,packed,name=ip_families,json=ipFamilies,proto3,enum=meshfed.federation.v1alpha1.IPFamily" json:"ip_families,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1355,6 +1554,95 @@ func (x *Service) GetExport() *Export {
 	return nil
 }
 
+func (x *Service) GetSessionAffinity() SessionAffinity {
+	if x != nil {
+		return x.SessionAffinity
+	}
+	return SessionAffinity_SESSION_AFFINITY_NONE
+}
+
+func (x *Service) GetSessionAffinityTimeoutSeconds() uint32 {
+	if x != nil {
+		return x.SessionAffinityTimeoutSeconds
+	}
+	return 0
+}
+
+func (x *Service) GetInternalTrafficPolicy() string {
+	if x != nil {
+		return x.InternalTrafficPolicy
+	}
+	return ""
+}
+
+func (x *Service) GetTrafficDistribution() string {
+	if x != nil {
+		return x.TrafficDistribution
+	}
+	return ""
+}
+
+func (x *Service) GetIpFamilies() []IPFamily {
+	if x != nil {
+		return x.IpFamilies
+	}
+	return nil
+}
+
+// KeyValue is one label or annotation. Lists of them are sorted by key:
+// messages with maps would not marshal deterministically.
+type KeyValue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyValue) Reset() {
+	*x = KeyValue{}
+	mi := &file_federation_federationpb_federation_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyValue) ProtoMessage() {}
+
+func (x *KeyValue) ProtoReflect() protoreflect.Message {
+	mi := &file_federation_federationpb_federation_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyValue.ProtoReflect.Descriptor instead.
+func (*KeyValue) Descriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *KeyValue) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KeyValue) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 type ServicePort struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1370,7 +1658,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[12]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1670,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[12]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1683,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{12}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServicePort) GetName() string {
@@ -1446,14 +1734,18 @@ type Export struct {
 	Source ExportSource           `protobuf:"varint,1,opt,name=source,proto3,enum=meshfed.federation.v1alpha1.ExportSource" json:"source,omitempty"`
 	// The ServiceExport's creation time (or when the spoke first saw the
 	// export); the oldest export wins MCS conflicts.
-	Time          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// ServiceExport.spec.exportedLabels and exportedAnnotations, sorted by
+	// key: what the ServiceImport carries when this export is the oldest.
+	Labels        []*KeyValue `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty"`
+	Annotations   []*KeyValue `protobuf:"bytes,4,rep,name=annotations,proto3" json:"annotations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Export) Reset() {
 	*x = Export{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[13]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1757,7 @@ func (x *Export) String() string {
 func (*Export) ProtoMessage() {}
 
 func (x *Export) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[13]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1770,7 @@ func (x *Export) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Export.ProtoReflect.Descriptor instead.
 func (*Export) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{13}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Export) GetSource() ExportSource {
@@ -1491,6 +1783,20 @@ func (x *Export) GetSource() ExportSource {
 func (x *Export) GetTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Time
+	}
+	return nil
+}
+
+func (x *Export) GetLabels() []*KeyValue {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Export) GetAnnotations() []*KeyValue {
+	if x != nil {
+		return x.Annotations
 	}
 	return nil
 }
@@ -1519,7 +1825,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[14]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1837,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[14]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1850,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{14}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Endpoint) GetNamespace() string {
@@ -1643,7 +1949,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[15]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1961,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[15]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1974,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{15}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -1710,7 +2016,7 @@ type Locality struct {
 
 func (x *Locality) Reset() {
 	*x = Locality{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[16]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +2028,7 @@ func (x *Locality) String() string {
 func (*Locality) ProtoMessage() {}
 
 func (x *Locality) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[16]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +2041,7 @@ func (x *Locality) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Locality.ProtoReflect.Descriptor instead.
 func (*Locality) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{16}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Locality) GetRegion() string {
@@ -1770,7 +2076,7 @@ type WorkloadRef struct {
 
 func (x *WorkloadRef) Reset() {
 	*x = WorkloadRef{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[17]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +2088,7 @@ func (x *WorkloadRef) String() string {
 func (*WorkloadRef) ProtoMessage() {}
 
 func (x *WorkloadRef) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[17]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +2101,7 @@ func (x *WorkloadRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadRef.ProtoReflect.Descriptor instead.
 func (*WorkloadRef) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{17}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WorkloadRef) GetKind() string {
@@ -1847,7 +2153,7 @@ type Workload struct {
 
 func (x *Workload) Reset() {
 	*x = Workload{}
-	mi := &file_federation_federationpb_federation_proto_msgTypes[18]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2165,7 @@ func (x *Workload) String() string {
 func (*Workload) ProtoMessage() {}
 
 func (x *Workload) ProtoReflect() protoreflect.Message {
-	mi := &file_federation_federationpb_federation_proto_msgTypes[18]
+	mi := &file_federation_federationpb_federation_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2178,7 @@ func (x *Workload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workload.ProtoReflect.Descriptor instead.
 func (*Workload) Descriptor() ([]byte, []int) {
-	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{18}
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Workload) GetUid() string {
@@ -1973,24 +2279,587 @@ func (x *Workload) GetAmbient() bool {
 	return false
 }
 
+// Imports is what the clusterset asks a spoke to hold in its cluster (MCS):
+// a ServiceImport per import, the endpoints of every exporting cluster
+// (MCS EndpointSlices), and the conditions of the import's exports. On
+// each stream, once it serves proxies, the hub sends the full set, then
+// changes. A set may be sent in chunks: every chunk but the last has
+// more=true, all share the version, and the spoke takes the set when its
+// last chunk arrives.
+type Imports struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Increases with every set the hub sends on a stream.
+	Version uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// True: the set replaces every import the spoke holds.
+	Full bool `protobuf:"varint,2,opt,name=full,proto3" json:"full,omitempty"`
+	More bool `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	// Imports added or changed, each whole. One import may come in parts
+	// (in several chunks of one set): their sources add up, the other
+	// fields are equal.
+	Imports []*Import `protobuf:"bytes,4,rep,name=imports,proto3" json:"imports,omitempty"`
+	// Keys ("namespace/name") of the imports removed (deltas only).
+	Removed       []string `protobuf:"bytes,5,rep,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Imports) Reset() {
+	*x = Imports{}
+	mi := &file_federation_federationpb_federation_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Imports) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Imports) ProtoMessage() {}
+
+func (x *Imports) ProtoReflect() protoreflect.Message {
+	mi := &file_federation_federationpb_federation_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Imports.ProtoReflect.Descriptor instead.
+func (*Imports) Descriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Imports) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Imports) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *Imports) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *Imports) GetImports() []*Import {
+	if x != nil {
+		return x.Imports
+	}
+	return nil
+}
+
+func (x *Imports) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+// Import is one ServiceImport as the receiving cluster should hold it.
+type Import struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Type      ImportType             `protobuf:"varint,3,opt,name=type,proto3,enum=meshfed.federation.v1alpha1.ImportType" json:"type,omitempty"`
+	// The union of the exports' ports: name, protocol, app_protocol and
+	// port only.
+	Ports []*ServicePort `protobuf:"bytes,4,rep,name=ports,proto3" json:"ports,omitempty"`
+	// The ClusterSetIPs, one per family of ip_families, in its order (none
+	// for a headless import).
+	Ips                           []string        `protobuf:"bytes,5,rep,name=ips,proto3" json:"ips,omitempty"`
+	IpFamilies                    []IPFamily      `protobuf:"varint,6,rep,packed,name=ip_families,json=ipFamilies,proto3,enum=meshfed.federation.v1alpha1.IPFamily" json:"ip_families,omitempty"`
+	SessionAffinity               SessionAffinity `protobuf:"varint,7,opt,name=session_affinity,json=sessionAffinity,proto3,enum=meshfed.federation.v1alpha1.SessionAffinity" json:"session_affinity,omitempty"`
+	SessionAffinityTimeoutSeconds uint32          `protobuf:"varint,8,opt,name=session_affinity_timeout_seconds,json=sessionAffinityTimeoutSeconds,proto3" json:"session_affinity_timeout_seconds,omitempty"`
+	InternalTrafficPolicy         string          `protobuf:"bytes,9,opt,name=internal_traffic_policy,json=internalTrafficPolicy,proto3" json:"internal_traffic_policy,omitempty"`
+	TrafficDistribution           string          `protobuf:"bytes,10,opt,name=traffic_distribution,json=trafficDistribution,proto3" json:"traffic_distribution,omitempty"`
+	// The oldest export's exported labels and annotations.
+	Labels      []*KeyValue `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty"`
+	Annotations []*KeyValue `protobuf:"bytes,12,rep,name=annotations,proto3" json:"annotations,omitempty"`
+	// The exporting clusters, sorted.
+	Clusters []string `protobuf:"bytes,13,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// Why the import lacks an IP of a family it needs ("" when it has
+	// them all).
+	IpError string `protobuf:"bytes,14,opt,name=ip_error,json=ipError,proto3" json:"ip_error,omitempty"`
+	// The import's conflicts (none: the exports agree). Every export of the
+	// import shows them in its Conflict condition.
+	Conflicts []*ImportConflict `protobuf:"bytes,15,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// The exporting clusters whose export is part of the import in every
+	// member cluster (their ServiceExports are Ready), sorted.
+	Ready []string `protobuf:"bytes,16,rep,name=ready,proto3" json:"ready,omitempty"`
+	// Each exporting cluster's endpoints, as the receiving cluster reaches
+	// them.
+	Sources       []*ImportSource `protobuf:"bytes,17,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Import) Reset() {
+	*x = Import{}
+	mi := &file_federation_federationpb_federation_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Import) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Import) ProtoMessage() {}
+
+func (x *Import) ProtoReflect() protoreflect.Message {
+	mi := &file_federation_federationpb_federation_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Import.ProtoReflect.Descriptor instead.
+func (*Import) Descriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Import) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Import) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Import) GetType() ImportType {
+	if x != nil {
+		return x.Type
+	}
+	return ImportType_IMPORT_TYPE_UNSPECIFIED
+}
+
+func (x *Import) GetPorts() []*ServicePort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *Import) GetIps() []string {
+	if x != nil {
+		return x.Ips
+	}
+	return nil
+}
+
+func (x *Import) GetIpFamilies() []IPFamily {
+	if x != nil {
+		return x.IpFamilies
+	}
+	return nil
+}
+
+func (x *Import) GetSessionAffinity() SessionAffinity {
+	if x != nil {
+		return x.SessionAffinity
+	}
+	return SessionAffinity_SESSION_AFFINITY_NONE
+}
+
+func (x *Import) GetSessionAffinityTimeoutSeconds() uint32 {
+	if x != nil {
+		return x.SessionAffinityTimeoutSeconds
+	}
+	return 0
+}
+
+func (x *Import) GetInternalTrafficPolicy() string {
+	if x != nil {
+		return x.InternalTrafficPolicy
+	}
+	return ""
+}
+
+func (x *Import) GetTrafficDistribution() string {
+	if x != nil {
+		return x.TrafficDistribution
+	}
+	return ""
+}
+
+func (x *Import) GetLabels() []*KeyValue {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Import) GetAnnotations() []*KeyValue {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *Import) GetClusters() []string {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *Import) GetIpError() string {
+	if x != nil {
+		return x.IpError
+	}
+	return ""
+}
+
+func (x *Import) GetConflicts() []*ImportConflict {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+func (x *Import) GetReady() []string {
+	if x != nil {
+		return x.Ready
+	}
+	return nil
+}
+
+func (x *Import) GetSources() []*ImportSource {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+// ImportConflict is one property on which exports disagree.
+type ImportConflict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An MCS Conflict reason: PortConflict, TypeConflict, ...
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A sentence naming the clusters.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportConflict) Reset() {
+	*x = ImportConflict{}
+	mi := &file_federation_federationpb_federation_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportConflict) ProtoMessage() {}
+
+func (x *ImportConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_federation_federationpb_federation_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportConflict.ProtoReflect.Descriptor instead.
+func (*ImportConflict) Descriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ImportConflict) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ImportConflict) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// ImportSource is one exporting cluster's endpoints of an import.
+type ImportSource struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Addresses the receiving cluster can reach: the cluster's endpoints
+	// when it is on the receiver's network, else (for a ClusterSetIP
+	// import) the east-west gateways of the endpoints' network, with the
+	// gateway's port.
+	Endpoints []*Endpoint `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// True when endpoints are gateways.
+	ViaGateway    bool `protobuf:"varint,3,opt,name=via_gateway,json=viaGateway,proto3" json:"via_gateway,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportSource) Reset() {
+	*x = ImportSource{}
+	mi := &file_federation_federationpb_federation_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportSource) ProtoMessage() {}
+
+func (x *ImportSource) ProtoReflect() protoreflect.Message {
+	mi := &file_federation_federationpb_federation_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportSource.ProtoReflect.Descriptor instead.
+func (*ImportSource) Descriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ImportSource) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ImportSource) GetEndpoints() []*Endpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *ImportSource) GetViaGateway() bool {
+	if x != nil {
+		return x.ViaGateway
+	}
+	return false
+}
+
+// ImportsHeld reports what the spoke's cluster holds of the imports: the
+// IPs and exporting clusters of each ServiceImport meshfed wrote there. A
+// restarted hub, or another replica, learns from it the ClusterSetIPs
+// handed out before; an export is Ready once every member cluster holds
+// it. The spoke sends the full report first on each stream (after
+// Welcome), then changes, split like Imports.
+type ImportsHeld struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Full    bool                   `protobuf:"varint,1,opt,name=full,proto3" json:"full,omitempty"`
+	More    bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	Imports []*HeldImport          `protobuf:"bytes,3,rep,name=imports,proto3" json:"imports,omitempty"`
+	// Keys of imports no longer held (not in a full report).
+	Removed []string `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
+	// The version of the last Imports set the spoke wrote into its cluster
+	// (0: none on this stream).
+	Applied       uint64 `protobuf:"varint,5,opt,name=applied,proto3" json:"applied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportsHeld) Reset() {
+	*x = ImportsHeld{}
+	mi := &file_federation_federationpb_federation_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportsHeld) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportsHeld) ProtoMessage() {}
+
+func (x *ImportsHeld) ProtoReflect() protoreflect.Message {
+	mi := &file_federation_federationpb_federation_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportsHeld.ProtoReflect.Descriptor instead.
+func (*ImportsHeld) Descriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ImportsHeld) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *ImportsHeld) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *ImportsHeld) GetImports() []*HeldImport {
+	if x != nil {
+		return x.Imports
+	}
+	return nil
+}
+
+func (x *ImportsHeld) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *ImportsHeld) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+// HeldImport is one ServiceImport as the cluster holds it.
+type HeldImport struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Ips       []string               `protobuf:"bytes,3,rep,name=ips,proto3" json:"ips,omitempty"`
+	// status.clusters, sorted.
+	Clusters []string `protobuf:"bytes,4,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// The cluster has no namespace of that name, so holds no import there.
+	NoNamespace   bool `protobuf:"varint,5,opt,name=no_namespace,json=noNamespace,proto3" json:"no_namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldImport) Reset() {
+	*x = HeldImport{}
+	mi := &file_federation_federationpb_federation_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldImport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldImport) ProtoMessage() {}
+
+func (x *HeldImport) ProtoReflect() protoreflect.Message {
+	mi := &file_federation_federationpb_federation_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldImport.ProtoReflect.Descriptor instead.
+func (*HeldImport) Descriptor() ([]byte, []int) {
+	return file_federation_federationpb_federation_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *HeldImport) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *HeldImport) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HeldImport) GetIps() []string {
+	if x != nil {
+		return x.Ips
+	}
+	return nil
+}
+
+func (x *HeldImport) GetClusters() []string {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *HeldImport) GetNoNamespace() bool {
+	if x != nil {
+		return x.NoNamespace
+	}
+	return false
+}
+
 var File_federation_federationpb_federation_proto protoreflect.FileDescriptor
 
 const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\n" +
-	"(federation/federationpb/federation.proto\x12\x1bmeshfed.federation.v1alpha1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x01\n" +
+	"(federation/federationpb/federation.proto\x12\x1bmeshfed.federation.v1alpha1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x01\n" +
 	"\fSpokeMessage\x12:\n" +
 	"\x05hello\x18\x01 \x01(\v2\".meshfed.federation.v1alpha1.HelloH\x00R\x05hello\x12B\n" +
-	"\x06update\x18\x02 \x01(\v2(.meshfed.federation.v1alpha1.ShardUpdateH\x00R\x06updateB\x06\n" +
-	"\x04kind\"\x87\x02\n" +
+	"\x06update\x18\x02 \x01(\v2(.meshfed.federation.v1alpha1.ShardUpdateH\x00R\x06update\x12>\n" +
+	"\x04held\x18\x03 \x01(\v2(.meshfed.federation.v1alpha1.ImportsHeldH\x00R\x04heldB\x06\n" +
+	"\x04kind\"\xc9\x02\n" +
 	"\n" +
 	"HubMessage\x12@\n" +
 	"\awelcome\x18\x01 \x01(\v2$.meshfed.federation.v1alpha1.WelcomeH\x00R\awelcome\x124\n" +
 	"\x03ack\x18\x02 \x01(\v2 .meshfed.federation.v1alpha1.AckH\x00R\x03ack\x127\n" +
 	"\x04nack\x18\x03 \x01(\v2!.meshfed.federation.v1alpha1.NackH\x00R\x04nack\x12@\n" +
-	"\amembers\x18\x04 \x01(\v2$.meshfed.federation.v1alpha1.MembersH\x00R\amembersB\x06\n" +
+	"\amembers\x18\x04 \x01(\v2$.meshfed.federation.v1alpha1.MembersH\x00R\amembers\x12@\n" +
+	"\aimports\x18\x05 \x01(\v2$.meshfed.federation.v1alpha1.ImportsH\x00R\aimportsB\x06\n" +
 	"\x04kind\"%\n" +
 	"\aMembers\x12\x1a\n" +
-	"\bclusters\x18\x01 \x03(\tR\bclusters\"\xe3\x01\n" +
+	"\bclusters\x18\x01 \x03(\tR\bclusters\"\xfd\x01\n" +
 	"\x05Hello\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
@@ -1999,7 +2868,8 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\fsent_version\x18\x04 \x01(\x04R\vsentVersion\x12\x14\n" +
 	"\x05build\x18\x05 \x01(\tR\x05build\x12\x18\n" +
 	"\amembers\x18\x06 \x03(\tR\amembers\x12)\n" +
-	"\x10protocol_version\x18\a \x01(\rR\x0fprotocolVersion\"\xd0\x01\n" +
+	"\x10protocol_version\x18\a \x01(\rR\x0fprotocolVersion\x12\x18\n" +
+	"\aimports\x18\b \x01(\bR\aimports\"\xd0\x01\n" +
 	"\aWelcome\x12\x16\n" +
 	"\x06resume\x18\x01 \x01(\bR\x06resume\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12;\n" +
@@ -2046,7 +2916,7 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12H\n" +
 	"\bprotocol\x18\x03 \x01(\x0e2,.meshfed.federation.v1alpha1.GatewayProtocolR\bprotocol\x12\x18\n" +
 	"\anetwork\x18\x04 \x01(\tR\anetwork\x12\x18\n" +
-	"\aservice\x18\x05 \x01(\tR\aservice\"\xb3\x02\n" +
+	"\aservice\x18\x05 \x01(\tR\aservice\"\x88\x05\n" +
 	"\aService\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
@@ -2055,7 +2925,17 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x04type\x18\x05 \x01(\x0e2(.meshfed.federation.v1alpha1.ServiceTypeR\x04type\x12\x1f\n" +
 	"\vcluster_ips\x18\x06 \x03(\tR\n" +
 	"clusterIps\x12;\n" +
-	"\x06export\x18\a \x01(\v2#.meshfed.federation.v1alpha1.ExportR\x06export\"\xe6\x01\n" +
+	"\x06export\x18\a \x01(\v2#.meshfed.federation.v1alpha1.ExportR\x06export\x12W\n" +
+	"\x10session_affinity\x18\b \x01(\x0e2,.meshfed.federation.v1alpha1.SessionAffinityR\x0fsessionAffinity\x12G\n" +
+	" session_affinity_timeout_seconds\x18\t \x01(\rR\x1dsessionAffinityTimeoutSeconds\x126\n" +
+	"\x17internal_traffic_policy\x18\n" +
+	" \x01(\tR\x15internalTrafficPolicy\x121\n" +
+	"\x14traffic_distribution\x18\v \x01(\tR\x13trafficDistribution\x12F\n" +
+	"\vip_families\x18\f \x03(\x0e2%.meshfed.federation.v1alpha1.IPFamilyR\n" +
+	"ipFamilies\"2\n" +
+	"\bKeyValue\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xe6\x01\n" +
 	"\vServicePort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12A\n" +
 	"\bprotocol\x18\x02 \x01(\x0e2%.meshfed.federation.v1alpha1.ProtocolR\bprotocol\x12!\n" +
@@ -2063,10 +2943,12 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x04port\x18\x04 \x01(\rR\x04port\x12\x1f\n" +
 	"\vtarget_port\x18\x05 \x01(\rR\n" +
 	"targetPort\x12(\n" +
-	"\x10target_port_name\x18\x06 \x01(\tR\x0etargetPortName\"{\n" +
+	"\x10target_port_name\x18\x06 \x01(\tR\x0etargetPortName\"\x83\x02\n" +
 	"\x06Export\x12A\n" +
 	"\x06source\x18\x01 \x01(\x0e2).meshfed.federation.v1alpha1.ExportSourceR\x06source\x12.\n" +
-	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xc2\x03\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12=\n" +
+	"\x06labels\x18\x03 \x03(\v2%.meshfed.federation.v1alpha1.KeyValueR\x06labels\x12G\n" +
+	"\vannotations\x18\x04 \x03(\v2%.meshfed.federation.v1alpha1.KeyValueR\vannotations\"\xc2\x03\n" +
 	"\bEndpoint\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x18\n" +
@@ -2109,7 +2991,54 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x12canonical_revision\x18\v \x01(\tR\x11canonicalRevision\x12\x18\n" +
 	"\anetwork\x18\f \x01(\tR\anetwork\x12\x14\n" +
 	"\x05ready\x18\r \x01(\bR\x05ready\x12\x18\n" +
-	"\aambient\x18\x0e \x01(\bR\aambient*\x8a\x01\n" +
+	"\aambient\x18\x0e \x01(\bR\aambient\"\xa4\x01\n" +
+	"\aImports\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04full\x18\x02 \x01(\bR\x04full\x12\x12\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\x12=\n" +
+	"\aimports\x18\x04 \x03(\v2#.meshfed.federation.v1alpha1.ImportR\aimports\x12\x18\n" +
+	"\aremoved\x18\x05 \x03(\tR\aremoved\"\x83\a\n" +
+	"\x06Import\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12;\n" +
+	"\x04type\x18\x03 \x01(\x0e2'.meshfed.federation.v1alpha1.ImportTypeR\x04type\x12>\n" +
+	"\x05ports\x18\x04 \x03(\v2(.meshfed.federation.v1alpha1.ServicePortR\x05ports\x12\x10\n" +
+	"\x03ips\x18\x05 \x03(\tR\x03ips\x12F\n" +
+	"\vip_families\x18\x06 \x03(\x0e2%.meshfed.federation.v1alpha1.IPFamilyR\n" +
+	"ipFamilies\x12W\n" +
+	"\x10session_affinity\x18\a \x01(\x0e2,.meshfed.federation.v1alpha1.SessionAffinityR\x0fsessionAffinity\x12G\n" +
+	" session_affinity_timeout_seconds\x18\b \x01(\rR\x1dsessionAffinityTimeoutSeconds\x126\n" +
+	"\x17internal_traffic_policy\x18\t \x01(\tR\x15internalTrafficPolicy\x121\n" +
+	"\x14traffic_distribution\x18\n" +
+	" \x01(\tR\x13trafficDistribution\x12=\n" +
+	"\x06labels\x18\v \x03(\v2%.meshfed.federation.v1alpha1.KeyValueR\x06labels\x12G\n" +
+	"\vannotations\x18\f \x03(\v2%.meshfed.federation.v1alpha1.KeyValueR\vannotations\x12\x1a\n" +
+	"\bclusters\x18\r \x03(\tR\bclusters\x12\x19\n" +
+	"\bip_error\x18\x0e \x01(\tR\aipError\x12I\n" +
+	"\tconflicts\x18\x0f \x03(\v2+.meshfed.federation.v1alpha1.ImportConflictR\tconflicts\x12\x14\n" +
+	"\x05ready\x18\x10 \x03(\tR\x05ready\x12C\n" +
+	"\asources\x18\x11 \x03(\v2).meshfed.federation.v1alpha1.ImportSourceR\asources\"B\n" +
+	"\x0eImportConflict\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x8e\x01\n" +
+	"\fImportSource\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12C\n" +
+	"\tendpoints\x18\x02 \x03(\v2%.meshfed.federation.v1alpha1.EndpointR\tendpoints\x12\x1f\n" +
+	"\vvia_gateway\x18\x03 \x01(\bR\n" +
+	"viaGateway\"\xac\x01\n" +
+	"\vImportsHeld\x12\x12\n" +
+	"\x04full\x18\x01 \x01(\bR\x04full\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\x12A\n" +
+	"\aimports\x18\x03 \x03(\v2'.meshfed.federation.v1alpha1.HeldImportR\aimports\x12\x18\n" +
+	"\aremoved\x18\x04 \x03(\tR\aremoved\x12\x18\n" +
+	"\aapplied\x18\x05 \x01(\x04R\aapplied\"\x8f\x01\n" +
+	"\n" +
+	"HeldImport\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03ips\x18\x03 \x03(\tR\x03ips\x12\x1a\n" +
+	"\bclusters\x18\x04 \x03(\tR\bclusters\x12!\n" +
+	"\fno_namespace\x18\x05 \x01(\bR\vnoNamespace*\x8a\x01\n" +
 	"\bNackCode\x12\x19\n" +
 	"\x15NACK_CODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11NACK_CODE_INVALID\x10\x01\x12\x18\n" +
@@ -2119,7 +3048,14 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x0fGatewayProtocol\x12 \n" +
 	"\x1cGATEWAY_PROTOCOL_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14GATEWAY_PROTOCOL_TLS\x10\x01\x12\x1a\n" +
-	"\x16GATEWAY_PROTOCOL_HBONE\x10\x02*\x9f\x01\n" +
+	"\x16GATEWAY_PROTOCOL_HBONE\x10\x02*L\n" +
+	"\x0fSessionAffinity\x12\x19\n" +
+	"\x15SESSION_AFFINITY_NONE\x10\x00\x12\x1e\n" +
+	"\x1aSESSION_AFFINITY_CLIENT_IP\x10\x01*M\n" +
+	"\bIPFamily\x12\x19\n" +
+	"\x15IP_FAMILY_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eIP_FAMILY_IPV4\x10\x01\x12\x12\n" +
+	"\x0eIP_FAMILY_IPV6\x10\x02*\x9f\x01\n" +
 	"\vServiceType\x12\x1c\n" +
 	"\x18SERVICE_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SERVICE_TYPE_CLUSTER_IP\x10\x01\x12\x19\n" +
@@ -2135,7 +3071,12 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x19EXPORT_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cEXPORT_SOURCE_SERVICE_EXPORT\x10\x01\x12\x17\n" +
 	"\x13EXPORT_SOURCE_LABEL\x10\x02\x12\x15\n" +
-	"\x11EXPORT_SOURCE_ALL\x10\x032l\n" +
+	"\x11EXPORT_SOURCE_ALL\x10\x03*c\n" +
+	"\n" +
+	"ImportType\x12\x1b\n" +
+	"\x17IMPORT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aIMPORT_TYPE_CLUSTER_SET_IP\x10\x01\x12\x18\n" +
+	"\x14IMPORT_TYPE_HEADLESS\x10\x022l\n" +
 	"\n" +
 	"Federation\x12^\n" +
 	"\x04Sync\x12).meshfed.federation.v1alpha1.SpokeMessage\x1a'.meshfed.federation.v1alpha1.HubMessage(\x010\x01B4Z2github.com/meshfed/meshfed/federation/federationpbb\x06proto3"
@@ -2152,69 +3093,96 @@ func file_federation_federationpb_federation_proto_rawDescGZIP() []byte {
 	return file_federation_federationpb_federation_proto_rawDescData
 }
 
-var file_federation_federationpb_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_federation_federationpb_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_federation_federationpb_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_federation_federationpb_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_federation_federationpb_federation_proto_goTypes = []any{
 	(NackCode)(0),                 // 0: meshfed.federation.v1alpha1.NackCode
 	(GatewayProtocol)(0),          // 1: meshfed.federation.v1alpha1.GatewayProtocol
-	(ServiceType)(0),              // 2: meshfed.federation.v1alpha1.ServiceType
-	(Protocol)(0),                 // 3: meshfed.federation.v1alpha1.Protocol
-	(ExportSource)(0),             // 4: meshfed.federation.v1alpha1.ExportSource
-	(*SpokeMessage)(nil),          // 5: meshfed.federation.v1alpha1.SpokeMessage
-	(*HubMessage)(nil),            // 6: meshfed.federation.v1alpha1.HubMessage
-	(*Members)(nil),               // 7: meshfed.federation.v1alpha1.Members
-	(*Hello)(nil),                 // 8: meshfed.federation.v1alpha1.Hello
-	(*Welcome)(nil),               // 9: meshfed.federation.v1alpha1.Welcome
-	(*Limits)(nil),                // 10: meshfed.federation.v1alpha1.Limits
-	(*ShardUpdate)(nil),           // 11: meshfed.federation.v1alpha1.ShardUpdate
-	(*Ack)(nil),                   // 12: meshfed.federation.v1alpha1.Ack
-	(*Nack)(nil),                  // 13: meshfed.federation.v1alpha1.Nack
-	(*Cluster)(nil),               // 14: meshfed.federation.v1alpha1.Cluster
-	(*Gateway)(nil),               // 15: meshfed.federation.v1alpha1.Gateway
-	(*Service)(nil),               // 16: meshfed.federation.v1alpha1.Service
-	(*ServicePort)(nil),           // 17: meshfed.federation.v1alpha1.ServicePort
-	(*Export)(nil),                // 18: meshfed.federation.v1alpha1.Export
-	(*Endpoint)(nil),              // 19: meshfed.federation.v1alpha1.Endpoint
-	(*EndpointPort)(nil),          // 20: meshfed.federation.v1alpha1.EndpointPort
-	(*Locality)(nil),              // 21: meshfed.federation.v1alpha1.Locality
-	(*WorkloadRef)(nil),           // 22: meshfed.federation.v1alpha1.WorkloadRef
-	(*Workload)(nil),              // 23: meshfed.federation.v1alpha1.Workload
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(SessionAffinity)(0),          // 2: meshfed.federation.v1alpha1.SessionAffinity
+	(IPFamily)(0),                 // 3: meshfed.federation.v1alpha1.IPFamily
+	(ServiceType)(0),              // 4: meshfed.federation.v1alpha1.ServiceType
+	(Protocol)(0),                 // 5: meshfed.federation.v1alpha1.Protocol
+	(ExportSource)(0),             // 6: meshfed.federation.v1alpha1.ExportSource
+	(ImportType)(0),               // 7: meshfed.federation.v1alpha1.ImportType
+	(*SpokeMessage)(nil),          // 8: meshfed.federation.v1alpha1.SpokeMessage
+	(*HubMessage)(nil),            // 9: meshfed.federation.v1alpha1.HubMessage
+	(*Members)(nil),               // 10: meshfed.federation.v1alpha1.Members
+	(*Hello)(nil),                 // 11: meshfed.federation.v1alpha1.Hello
+	(*Welcome)(nil),               // 12: meshfed.federation.v1alpha1.Welcome
+	(*Limits)(nil),                // 13: meshfed.federation.v1alpha1.Limits
+	(*ShardUpdate)(nil),           // 14: meshfed.federation.v1alpha1.ShardUpdate
+	(*Ack)(nil),                   // 15: meshfed.federation.v1alpha1.Ack
+	(*Nack)(nil),                  // 16: meshfed.federation.v1alpha1.Nack
+	(*Cluster)(nil),               // 17: meshfed.federation.v1alpha1.Cluster
+	(*Gateway)(nil),               // 18: meshfed.federation.v1alpha1.Gateway
+	(*Service)(nil),               // 19: meshfed.federation.v1alpha1.Service
+	(*KeyValue)(nil),              // 20: meshfed.federation.v1alpha1.KeyValue
+	(*ServicePort)(nil),           // 21: meshfed.federation.v1alpha1.ServicePort
+	(*Export)(nil),                // 22: meshfed.federation.v1alpha1.Export
+	(*Endpoint)(nil),              // 23: meshfed.federation.v1alpha1.Endpoint
+	(*EndpointPort)(nil),          // 24: meshfed.federation.v1alpha1.EndpointPort
+	(*Locality)(nil),              // 25: meshfed.federation.v1alpha1.Locality
+	(*WorkloadRef)(nil),           // 26: meshfed.federation.v1alpha1.WorkloadRef
+	(*Workload)(nil),              // 27: meshfed.federation.v1alpha1.Workload
+	(*Imports)(nil),               // 28: meshfed.federation.v1alpha1.Imports
+	(*Import)(nil),                // 29: meshfed.federation.v1alpha1.Import
+	(*ImportConflict)(nil),        // 30: meshfed.federation.v1alpha1.ImportConflict
+	(*ImportSource)(nil),          // 31: meshfed.federation.v1alpha1.ImportSource
+	(*ImportsHeld)(nil),           // 32: meshfed.federation.v1alpha1.ImportsHeld
+	(*HeldImport)(nil),            // 33: meshfed.federation.v1alpha1.HeldImport
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
 }
 var file_federation_federationpb_federation_proto_depIdxs = []int32{
-	8,  // 0: meshfed.federation.v1alpha1.SpokeMessage.hello:type_name -> meshfed.federation.v1alpha1.Hello
-	11, // 1: meshfed.federation.v1alpha1.SpokeMessage.update:type_name -> meshfed.federation.v1alpha1.ShardUpdate
-	9,  // 2: meshfed.federation.v1alpha1.HubMessage.welcome:type_name -> meshfed.federation.v1alpha1.Welcome
-	12, // 3: meshfed.federation.v1alpha1.HubMessage.ack:type_name -> meshfed.federation.v1alpha1.Ack
-	13, // 4: meshfed.federation.v1alpha1.HubMessage.nack:type_name -> meshfed.federation.v1alpha1.Nack
-	7,  // 5: meshfed.federation.v1alpha1.HubMessage.members:type_name -> meshfed.federation.v1alpha1.Members
-	10, // 6: meshfed.federation.v1alpha1.Welcome.limits:type_name -> meshfed.federation.v1alpha1.Limits
-	14, // 7: meshfed.federation.v1alpha1.ShardUpdate.cluster:type_name -> meshfed.federation.v1alpha1.Cluster
-	16, // 8: meshfed.federation.v1alpha1.ShardUpdate.services:type_name -> meshfed.federation.v1alpha1.Service
-	19, // 9: meshfed.federation.v1alpha1.ShardUpdate.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
-	23, // 10: meshfed.federation.v1alpha1.ShardUpdate.workloads:type_name -> meshfed.federation.v1alpha1.Workload
-	24, // 11: meshfed.federation.v1alpha1.ShardUpdate.observed_time:type_name -> google.protobuf.Timestamp
-	0,  // 12: meshfed.federation.v1alpha1.Nack.code:type_name -> meshfed.federation.v1alpha1.NackCode
-	15, // 13: meshfed.federation.v1alpha1.Cluster.gateways:type_name -> meshfed.federation.v1alpha1.Gateway
-	1,  // 14: meshfed.federation.v1alpha1.Gateway.protocol:type_name -> meshfed.federation.v1alpha1.GatewayProtocol
-	17, // 15: meshfed.federation.v1alpha1.Service.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
-	2,  // 16: meshfed.federation.v1alpha1.Service.type:type_name -> meshfed.federation.v1alpha1.ServiceType
-	18, // 17: meshfed.federation.v1alpha1.Service.export:type_name -> meshfed.federation.v1alpha1.Export
-	3,  // 18: meshfed.federation.v1alpha1.ServicePort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
-	4,  // 19: meshfed.federation.v1alpha1.Export.source:type_name -> meshfed.federation.v1alpha1.ExportSource
-	24, // 20: meshfed.federation.v1alpha1.Export.time:type_name -> google.protobuf.Timestamp
-	20, // 21: meshfed.federation.v1alpha1.Endpoint.ports:type_name -> meshfed.federation.v1alpha1.EndpointPort
-	21, // 22: meshfed.federation.v1alpha1.Endpoint.locality:type_name -> meshfed.federation.v1alpha1.Locality
-	22, // 23: meshfed.federation.v1alpha1.Endpoint.workload:type_name -> meshfed.federation.v1alpha1.WorkloadRef
-	3,  // 24: meshfed.federation.v1alpha1.EndpointPort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
-	21, // 25: meshfed.federation.v1alpha1.Workload.locality:type_name -> meshfed.federation.v1alpha1.Locality
-	5,  // 26: meshfed.federation.v1alpha1.Federation.Sync:input_type -> meshfed.federation.v1alpha1.SpokeMessage
-	6,  // 27: meshfed.federation.v1alpha1.Federation.Sync:output_type -> meshfed.federation.v1alpha1.HubMessage
-	27, // [27:28] is the sub-list for method output_type
-	26, // [26:27] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	11, // 0: meshfed.federation.v1alpha1.SpokeMessage.hello:type_name -> meshfed.federation.v1alpha1.Hello
+	14, // 1: meshfed.federation.v1alpha1.SpokeMessage.update:type_name -> meshfed.federation.v1alpha1.ShardUpdate
+	32, // 2: meshfed.federation.v1alpha1.SpokeMessage.held:type_name -> meshfed.federation.v1alpha1.ImportsHeld
+	12, // 3: meshfed.federation.v1alpha1.HubMessage.welcome:type_name -> meshfed.federation.v1alpha1.Welcome
+	15, // 4: meshfed.federation.v1alpha1.HubMessage.ack:type_name -> meshfed.federation.v1alpha1.Ack
+	16, // 5: meshfed.federation.v1alpha1.HubMessage.nack:type_name -> meshfed.federation.v1alpha1.Nack
+	10, // 6: meshfed.federation.v1alpha1.HubMessage.members:type_name -> meshfed.federation.v1alpha1.Members
+	28, // 7: meshfed.federation.v1alpha1.HubMessage.imports:type_name -> meshfed.federation.v1alpha1.Imports
+	13, // 8: meshfed.federation.v1alpha1.Welcome.limits:type_name -> meshfed.federation.v1alpha1.Limits
+	17, // 9: meshfed.federation.v1alpha1.ShardUpdate.cluster:type_name -> meshfed.federation.v1alpha1.Cluster
+	19, // 10: meshfed.federation.v1alpha1.ShardUpdate.services:type_name -> meshfed.federation.v1alpha1.Service
+	23, // 11: meshfed.federation.v1alpha1.ShardUpdate.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
+	27, // 12: meshfed.federation.v1alpha1.ShardUpdate.workloads:type_name -> meshfed.federation.v1alpha1.Workload
+	34, // 13: meshfed.federation.v1alpha1.ShardUpdate.observed_time:type_name -> google.protobuf.Timestamp
+	0,  // 14: meshfed.federation.v1alpha1.Nack.code:type_name -> meshfed.federation.v1alpha1.NackCode
+	18, // 15: meshfed.federation.v1alpha1.Cluster.gateways:type_name -> meshfed.federation.v1alpha1.Gateway
+	1,  // 16: meshfed.federation.v1alpha1.Gateway.protocol:type_name -> meshfed.federation.v1alpha1.GatewayProtocol
+	21, // 17: meshfed.federation.v1alpha1.Service.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
+	4,  // 18: meshfed.federation.v1alpha1.Service.type:type_name -> meshfed.federation.v1alpha1.ServiceType
+	22, // 19: meshfed.federation.v1alpha1.Service.export:type_name -> meshfed.federation.v1alpha1.Export
+	2,  // 20: meshfed.federation.v1alpha1.Service.session_affinity:type_name -> meshfed.federation.v1alpha1.SessionAffinity
+	3,  // 21: meshfed.federation.v1alpha1.Service.ip_families:type_name -> meshfed.federation.v1alpha1.IPFamily
+	5,  // 22: meshfed.federation.v1alpha1.ServicePort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
+	6,  // 23: meshfed.federation.v1alpha1.Export.source:type_name -> meshfed.federation.v1alpha1.ExportSource
+	34, // 24: meshfed.federation.v1alpha1.Export.time:type_name -> google.protobuf.Timestamp
+	20, // 25: meshfed.federation.v1alpha1.Export.labels:type_name -> meshfed.federation.v1alpha1.KeyValue
+	20, // 26: meshfed.federation.v1alpha1.Export.annotations:type_name -> meshfed.federation.v1alpha1.KeyValue
+	24, // 27: meshfed.federation.v1alpha1.Endpoint.ports:type_name -> meshfed.federation.v1alpha1.EndpointPort
+	25, // 28: meshfed.federation.v1alpha1.Endpoint.locality:type_name -> meshfed.federation.v1alpha1.Locality
+	26, // 29: meshfed.federation.v1alpha1.Endpoint.workload:type_name -> meshfed.federation.v1alpha1.WorkloadRef
+	5,  // 30: meshfed.federation.v1alpha1.EndpointPort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
+	25, // 31: meshfed.federation.v1alpha1.Workload.locality:type_name -> meshfed.federation.v1alpha1.Locality
+	29, // 32: meshfed.federation.v1alpha1.Imports.imports:type_name -> meshfed.federation.v1alpha1.Import
+	7,  // 33: meshfed.federation.v1alpha1.Import.type:type_name -> meshfed.federation.v1alpha1.ImportType
+	21, // 34: meshfed.federation.v1alpha1.Import.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
+	3,  // 35: meshfed.federation.v1alpha1.Import.ip_families:type_name -> meshfed.federation.v1alpha1.IPFamily
+	2,  // 36: meshfed.federation.v1alpha1.Import.session_affinity:type_name -> meshfed.federation.v1alpha1.SessionAffinity
+	20, // 37: meshfed.federation.v1alpha1.Import.labels:type_name -> meshfed.federation.v1alpha1.KeyValue
+	20, // 38: meshfed.federation.v1alpha1.Import.annotations:type_name -> meshfed.federation.v1alpha1.KeyValue
+	30, // 39: meshfed.federation.v1alpha1.Import.conflicts:type_name -> meshfed.federation.v1alpha1.ImportConflict
+	31, // 40: meshfed.federation.v1alpha1.Import.sources:type_name -> meshfed.federation.v1alpha1.ImportSource
+	23, // 41: meshfed.federation.v1alpha1.ImportSource.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
+	33, // 42: meshfed.federation.v1alpha1.ImportsHeld.imports:type_name -> meshfed.federation.v1alpha1.HeldImport
+	8,  // 43: meshfed.federation.v1alpha1.Federation.Sync:input_type -> meshfed.federation.v1alpha1.SpokeMessage
+	9,  // 44: meshfed.federation.v1alpha1.Federation.Sync:output_type -> meshfed.federation.v1alpha1.HubMessage
+	44, // [44:45] is the sub-list for method output_type
+	43, // [43:44] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_federation_federationpb_federation_proto_init() }
@@ -2225,20 +3193,22 @@ func file_federation_federationpb_federation_proto_init() {
 	file_federation_federationpb_federation_proto_msgTypes[0].OneofWrappers = []any{
 		(*SpokeMessage_Hello)(nil),
 		(*SpokeMessage_Update)(nil),
+		(*SpokeMessage_Held)(nil),
 	}
 	file_federation_federationpb_federation_proto_msgTypes[1].OneofWrappers = []any{
 		(*HubMessage_Welcome)(nil),
 		(*HubMessage_Ack)(nil),
 		(*HubMessage_Nack)(nil),
 		(*HubMessage_Members)(nil),
+		(*HubMessage_Imports)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_federation_federationpb_federation_proto_rawDesc), len(file_federation_federationpb_federation_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   19,
+			NumEnums:      8,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

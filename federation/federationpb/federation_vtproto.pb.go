@@ -95,6 +95,31 @@ func (this *SpokeMessage_Update) EqualVT(thatIface isSpokeMessage_Kind) bool {
 	return true
 }
 
+func (this *SpokeMessage_Held) EqualVT(thatIface isSpokeMessage_Kind) bool {
+	that, ok := thatIface.(*SpokeMessage_Held)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.Held, that.Held; p != q {
+		if p == nil {
+			p = &ImportsHeld{}
+		}
+		if q == nil {
+			q = &ImportsHeld{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
 func (this *HubMessage) EqualVT(that *HubMessage) bool {
 	if this == that {
 		return true
@@ -221,6 +246,31 @@ func (this *HubMessage_Members) EqualVT(thatIface isHubMessage_Kind) bool {
 	return true
 }
 
+func (this *HubMessage_Imports) EqualVT(thatIface isHubMessage_Kind) bool {
+	that, ok := thatIface.(*HubMessage_Imports)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.Imports, that.Imports; p != q {
+		if p == nil {
+			p = &Imports{}
+		}
+		if q == nil {
+			q = &Imports{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
 func (this *Members) EqualVT(that *Members) bool {
 	if this == that {
 		return true
@@ -277,6 +327,9 @@ func (this *Hello) EqualVT(that *Hello) bool {
 		}
 	}
 	if this.ProtocolVersion != that.ProtocolVersion {
+		return false
+	}
+	if this.Imports != that.Imports {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -639,11 +692,54 @@ func (this *Service) EqualVT(that *Service) bool {
 	if !this.Export.EqualVT(that.Export) {
 		return false
 	}
+	if this.SessionAffinity != that.SessionAffinity {
+		return false
+	}
+	if this.SessionAffinityTimeoutSeconds != that.SessionAffinityTimeoutSeconds {
+		return false
+	}
+	if this.InternalTrafficPolicy != that.InternalTrafficPolicy {
+		return false
+	}
+	if this.TrafficDistribution != that.TrafficDistribution {
+		return false
+	}
+	if len(this.IpFamilies) != len(that.IpFamilies) {
+		return false
+	}
+	for i, vx := range this.IpFamilies {
+		vy := that.IpFamilies[i]
+		if vx != vy {
+			return false
+		}
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
 func (this *Service) EqualMessageVT(thatMsg proto.Message) bool {
 	that, ok := thatMsg.(*Service)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *KeyValue) EqualVT(that *KeyValue) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Key != that.Key {
+		return false
+	}
+	if this.Value != that.Value {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *KeyValue) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*KeyValue)
 	if !ok {
 		return false
 	}
@@ -694,6 +790,40 @@ func (this *Export) EqualVT(that *Export) bool {
 	}
 	if !(*timestamppb.Timestamp)(this.Time).EqualVT((*timestamppb.Timestamp)(that.Time)) {
 		return false
+	}
+	if len(this.Labels) != len(that.Labels) {
+		return false
+	}
+	for i, vx := range this.Labels {
+		vy := that.Labels[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &KeyValue{}
+			}
+			if q == nil {
+				q = &KeyValue{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.Annotations) != len(that.Annotations) {
+		return false
+	}
+	for i, vx := range this.Annotations {
+		vy := that.Annotations[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &KeyValue{}
+			}
+			if q == nil {
+				q = &KeyValue{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -908,6 +1038,373 @@ func (this *Workload) EqualVT(that *Workload) bool {
 
 func (this *Workload) EqualMessageVT(thatMsg proto.Message) bool {
 	that, ok := thatMsg.(*Workload)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Imports) EqualVT(that *Imports) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Version != that.Version {
+		return false
+	}
+	if this.Full != that.Full {
+		return false
+	}
+	if this.More != that.More {
+		return false
+	}
+	if len(this.Imports) != len(that.Imports) {
+		return false
+	}
+	for i, vx := range this.Imports {
+		vy := that.Imports[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Import{}
+			}
+			if q == nil {
+				q = &Import{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.Removed) != len(that.Removed) {
+		return false
+	}
+	for i, vx := range this.Removed {
+		vy := that.Removed[i]
+		if vx != vy {
+			return false
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Imports) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Imports)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *Import) EqualVT(that *Import) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Namespace != that.Namespace {
+		return false
+	}
+	if this.Name != that.Name {
+		return false
+	}
+	if this.Type != that.Type {
+		return false
+	}
+	if len(this.Ports) != len(that.Ports) {
+		return false
+	}
+	for i, vx := range this.Ports {
+		vy := that.Ports[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ServicePort{}
+			}
+			if q == nil {
+				q = &ServicePort{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.Ips) != len(that.Ips) {
+		return false
+	}
+	for i, vx := range this.Ips {
+		vy := that.Ips[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if len(this.IpFamilies) != len(that.IpFamilies) {
+		return false
+	}
+	for i, vx := range this.IpFamilies {
+		vy := that.IpFamilies[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.SessionAffinity != that.SessionAffinity {
+		return false
+	}
+	if this.SessionAffinityTimeoutSeconds != that.SessionAffinityTimeoutSeconds {
+		return false
+	}
+	if this.InternalTrafficPolicy != that.InternalTrafficPolicy {
+		return false
+	}
+	if this.TrafficDistribution != that.TrafficDistribution {
+		return false
+	}
+	if len(this.Labels) != len(that.Labels) {
+		return false
+	}
+	for i, vx := range this.Labels {
+		vy := that.Labels[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &KeyValue{}
+			}
+			if q == nil {
+				q = &KeyValue{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.Annotations) != len(that.Annotations) {
+		return false
+	}
+	for i, vx := range this.Annotations {
+		vy := that.Annotations[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &KeyValue{}
+			}
+			if q == nil {
+				q = &KeyValue{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.Clusters) != len(that.Clusters) {
+		return false
+	}
+	for i, vx := range this.Clusters {
+		vy := that.Clusters[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.IpError != that.IpError {
+		return false
+	}
+	if len(this.Conflicts) != len(that.Conflicts) {
+		return false
+	}
+	for i, vx := range this.Conflicts {
+		vy := that.Conflicts[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ImportConflict{}
+			}
+			if q == nil {
+				q = &ImportConflict{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.Ready) != len(that.Ready) {
+		return false
+	}
+	for i, vx := range this.Ready {
+		vy := that.Ready[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if len(this.Sources) != len(that.Sources) {
+		return false
+	}
+	for i, vx := range this.Sources {
+		vy := that.Sources[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &ImportSource{}
+			}
+			if q == nil {
+				q = &ImportSource{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *Import) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*Import)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ImportConflict) EqualVT(that *ImportConflict) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Reason != that.Reason {
+		return false
+	}
+	if this.Message != that.Message {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ImportConflict) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ImportConflict)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ImportSource) EqualVT(that *ImportSource) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Cluster != that.Cluster {
+		return false
+	}
+	if len(this.Endpoints) != len(that.Endpoints) {
+		return false
+	}
+	for i, vx := range this.Endpoints {
+		vy := that.Endpoints[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Endpoint{}
+			}
+			if q == nil {
+				q = &Endpoint{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.ViaGateway != that.ViaGateway {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ImportSource) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ImportSource)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *ImportsHeld) EqualVT(that *ImportsHeld) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Full != that.Full {
+		return false
+	}
+	if this.More != that.More {
+		return false
+	}
+	if len(this.Imports) != len(that.Imports) {
+		return false
+	}
+	for i, vx := range this.Imports {
+		vy := that.Imports[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &HeldImport{}
+			}
+			if q == nil {
+				q = &HeldImport{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.Removed) != len(that.Removed) {
+		return false
+	}
+	for i, vx := range this.Removed {
+		vy := that.Removed[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.Applied != that.Applied {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *ImportsHeld) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*ImportsHeld)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *HeldImport) EqualVT(that *HeldImport) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Namespace != that.Namespace {
+		return false
+	}
+	if this.Name != that.Name {
+		return false
+	}
+	if len(this.Ips) != len(that.Ips) {
+		return false
+	}
+	for i, vx := range this.Ips {
+		vy := that.Ips[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if len(this.Clusters) != len(that.Clusters) {
+		return false
+	}
+	for i, vx := range this.Clusters {
+		vy := that.Clusters[i]
+		if vx != vy {
+			return false
+		}
+	}
+	if this.NoNamespace != that.NoNamespace {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *HeldImport) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*HeldImport)
 	if !ok {
 		return false
 	}

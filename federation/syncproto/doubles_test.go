@@ -269,6 +269,8 @@ type fakeConn struct {
 	applied  []*federationpb.ShardUpdate
 	nacks    []string
 	closed   bool
+	importer bool
+	held     []*federationpb.ImportsHeld
 }
 
 func newFakeConn() *fakeConn { return &fakeConn{superseded: make(chan struct{})} }
@@ -300,6 +302,22 @@ func (c *fakeConn) RecordNack(reason string) {
 }
 
 func (c *fakeConn) Superseded() <-chan struct{} { return c.superseded }
+
+func (c *fakeConn) SetImporter() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.importer = true
+}
+
+func (c *fakeConn) ApplyHeld(h *federationpb.ImportsHeld) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.applyErr != nil {
+		return c.applyErr
+	}
+	c.held = append(c.held, h)
+	return nil
+}
 
 func (c *fakeConn) Close() {
 	c.mu.Lock()

@@ -18,6 +18,8 @@ var (
 	// ErrAckTimeout ends a session whose update the hub did not take and
 	// answer in time.
 	ErrAckTimeout = errors.New("the hub did not answer an update in time")
+	// ErrBadImports ends a session whose hub sent imports out of order.
+	ErrBadImports = errors.New("the hub sent imports out of order")
 )
 
 // Why a hub's session ended.

@@ -23,6 +23,11 @@ type Conn interface {
 	RecordNack(reason string)
 	// Superseded is closed when a newer stream took the cluster over.
 	Superseded() <-chan struct{}
+	// SetImporter records that the spoke writes imports into its cluster.
+	SetImporter()
+	// ApplyHeld applies a complete report of the imports the cluster
+	// holds, whole or not at all.
+	ApplyHeld(h *federationpb.ImportsHeld) error
 	// Close releases the shard.
 	Close()
 }
@@ -83,6 +88,9 @@ type HubConfig struct {
 	// Members, when set, learns members from each Hello and keeps every
 	// spoke told of the membership (Members messages).
 	Members Membership
+	// Imports, when set, gives the stream of a spoke that writes imports
+	// (Hello.imports) the imports its cluster should hold.
+	Imports func(federation.ClusterID) ImportsFeed
 }
 
 // Hub runs the hub's side of every spoke's stream.
@@ -181,6 +189,13 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 			return err
 		}
 	}
+	var feed ImportsFeed
+	var feedReady <-chan struct{}
+	if hello.GetImports() && h.cfg.Imports != nil {
+		conn.SetImporter()
+		feed = h.cfg.Imports(id)
+		feedReady = feed.Ready()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -189,6 +204,13 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 			if err := tellMembers(); err != nil {
 				return err
 			}
+		case <-feedReady:
+			for _, im := range feed.Next(h.cfg.MaxMessageBytes) {
+				if err := t.Send(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Imports{Imports: im}}); err != nil {
+					return err
+				}
+			}
+			feedReady = feed.Ready()
 		case <-conn.Superseded():
 			return ErrSuperseded
 		case <-r.done:
@@ -256,6 +278,7 @@ type hubSession struct {
 	session string
 	obs     HubObserver
 	a       assembler
+	held    heldAssembler
 	// The last versions whose last chunk arrived on this stream, and the
 	// last applied.
 	completed, applied uint64
@@ -263,6 +286,10 @@ type hubSession struct {
 
 // receive takes one message of the spoke's.
 func (s *hubSession) receive(m *federationpb.SpokeMessage) error {
+	if h := m.GetHeld(); h != nil {
+		s.receiveHeld(h)
+		return nil
+	}
 	u := m.GetUpdate()
 	if u == nil {
 		return nil // a second Hello, or a kind this hub does not know yet
@@ -332,4 +359,18 @@ func (s *hubSession) reject(n *federationpb.Nack) error {
 		return &streamError{kind: ErrReset, msg: n.GetReason()}
 	}
 	return s.t.Send(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Nack{Nack: n}})
+}
+
+// receiveHeld takes one chunk of a report of the imports the cluster
+// holds. A report the hub cannot take is counted in the cluster's status
+// and leaves the last good one in place; the spoke's next full report
+// (on its next stream) replaces it.
+func (s *hubSession) receiveHeld(h *federationpb.ImportsHeld) {
+	complete, err := s.held.add(h)
+	if err == nil && complete != nil {
+		err = s.conn.ApplyHeld(complete)
+	}
+	if err != nil {
+		s.conn.RecordNack(err.Error())
+	}
 }

@@ -83,6 +83,9 @@ type SpokeConfig struct {
 	// Members, when set, is the membership shared with the spoke's other
 	// sessions (to other hub replicas); by default the spoke keeps its own.
 	Members *Members
+	// Imports, when set, takes the imports the hub sends and reports what
+	// the cluster holds of them: the spoke writes them into its cluster.
+	Imports ImportsLink
 }
 
 // MaxMembers bounds the membership a spoke keeps and repeats in its
@@ -162,6 +165,11 @@ func (s *Spoke) Session(ctx context.Context, dial Dialer) (welcomed bool, err er
 	s.obs.Welcomed(welcome)
 	ss := &spokeSession{Spoke: s, t: t, r: r, cancel: cancel, maxBytes: maxBytes, nackBackoff: s.cfg.NackBackoff}
 	defer ss.stop()
+	if s.cfg.Imports != nil {
+		s.cfg.Imports.Start()
+		defer s.cfg.Imports.Stop()
+		ss.heldChanged = s.cfg.Imports.HeldChanged()
+	}
 	return true, ss.run(ctx)
 }
 
@@ -172,6 +180,7 @@ func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t Spo
 	hello := s.shard.Hello(s.cfg.ClusterID, s.cfg.Build)
 	hello.ProtocolVersion = ProtocolVersion
 	hello.Members = s.Members()
+	hello.Imports = s.cfg.Imports != nil
 	if err := t.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: hello}}); err != nil {
 		return nil, cause(ctx, fmt.Errorf("send hello: %w", err))
 	}
@@ -205,6 +214,9 @@ type spokeSession struct {
 	retryC      <-chan time.Time
 	waitChange  bool
 	nackBackoff time.Duration
+
+	imports     importsAssembler
+	heldChanged <-chan struct{} // nil for a spoke that writes no imports
 }
 
 func (ss *spokeSession) run(ctx context.Context) error {
@@ -223,8 +235,16 @@ func (ss *spokeSession) run(ctx context.Context) error {
 			ss.waitChange = false
 		case <-ss.retryC:
 			ss.retryC, ss.waitChange = nil, !ss.shard.Pending()
+		case <-ss.heldChanged:
+			for _, h := range ss.cfg.Imports.NextHeld(ss.maxBytes) {
+				if err := ss.t.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Held{Held: h}}); err != nil {
+					return cause(ctx, fmt.Errorf("send imports held: %w", err))
+				}
+			}
 		case m := <-ss.r.msgs:
-			ss.answer(m)
+			if err := ss.answer(m); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -259,8 +279,8 @@ func (ss *spokeSession) armAck() {
 	ss.ack.Reset(ss.cfg.AckTimeout)
 }
 
-// answer takes one message of the hub's.
-func (ss *spokeSession) answer(m *federationpb.HubMessage) {
+// answer takes one message of the hub's. An error ends the session.
+func (ss *spokeSession) answer(m *federationpb.HubMessage) error {
 	switch {
 	case m.GetAck() != nil:
 		v := m.GetAck().GetVersion()
@@ -270,7 +290,7 @@ func (ss *spokeSession) answer(m *federationpb.HubMessage) {
 	case m.GetNack() != nil:
 		n := m.GetNack()
 		if !ss.shard.Nacked(n.GetVersion()) {
-			return // not the version in flight: an answer already had
+			return nil // not the version in flight: an answer already had
 		}
 		ss.answered(n.GetVersion())
 		ss.obs.Nacked(n)
@@ -280,8 +300,17 @@ func (ss *spokeSession) answer(m *federationpb.HubMessage) {
 		}
 	case m.GetMembers() != nil:
 		ss.members.Set(m.GetMembers().GetClusters())
+	case m.GetImports() != nil && ss.cfg.Imports != nil:
+		set, err := ss.imports.add(m.GetImports())
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrBadImports, err)
+		}
+		if set != nil {
+			ss.cfg.Imports.Received(set)
+		}
 	}
 	// Other kinds (a second Welcome, kinds of newer hubs) are ignored.
+	return nil
 }
 
 func (ss *spokeSession) answered(version uint64) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/clustersetip"
 	"github.com/meshfed/meshfed/hub/policy"
 )
 
@@ -59,6 +60,9 @@ type Config struct {
 	Policy *policy.Policy
 	// Clock drives the leases (nil: the real clock).
 	Clock clock.Clock
+	// ClustersetPools are the CIDRs of MCS ClusterSetIPs (zero:
+	// clustersetip.DefaultCIDRs).
+	ClustersetPools clustersetip.Pools
 }
 
 // Registry holds every cluster's shard and publishes clusterset snapshots.
@@ -88,6 +92,8 @@ type Registry struct {
 	current atomic.Pointer[Snapshot]
 	// policy is read without r.mu by Apply's checks and written under it.
 	policy atomic.Pointer[policy.Policy]
+
+	imports importsState
 }
 
 // New returns an empty registry.
@@ -95,7 +101,18 @@ func New(cfg Config) *Registry {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	r := &Registry{limits: cfg.Limits, leases: cfg.Leases, clock: cfg.Clock, now: cfg.Clock.Now, shards: map[federation.ClusterID]*shard{}}
+	if cfg.ClustersetPools == (clustersetip.Pools{}) {
+		cfg.ClustersetPools, _ = clustersetip.ParsePools(clustersetip.DefaultCIDRs)
+	}
+	r := &Registry{
+		limits: cfg.Limits, leases: cfg.Leases, clock: cfg.Clock, now: cfg.Clock.Now, shards: map[federation.ClusterID]*shard{},
+		imports: importsState{
+			pools:     cfg.ClustersetPools,
+			ipImports: map[string]clustersetip.Import{},
+			all:       map[string]struct{}{},
+			assigned:  map[string]clustersetip.Result{},
+		},
+	}
 	r.current.Store(emptySnapshot())
 	if cfg.Policy != nil {
 		r.SetPolicy(cfg.Policy)
@@ -129,6 +146,11 @@ type shard struct {
 	displaced map[string]*displacedSpoke // by session
 	status    ClusterStatus
 	intern    *federation.Interner
+	// importer: the spoke of the current stream writes imports into its
+	// cluster. held is what it last reported its cluster holds of them
+	// (kept across streams: it is the cluster's, not the stream's).
+	importer bool
+	held     map[string]*federationpb.HeldImport
 }
 
 func newShard(id federation.ClusterID) *shard {
@@ -365,6 +387,7 @@ func (r *Registry) Claim(id federation.ClusterID, build, session, peer string) (
 	s.superseded = make(chan struct{})
 	s.status.Connected, s.status.Expected = true, false
 	s.status.ConnectedSince = r.now()
+	s.importer = false // until the new stream's spoke says it writes imports
 	s.status.Build = build
 	switch s.status.State {
 	case federation.Stale:
@@ -577,6 +600,9 @@ type changeSet struct {
 	// allServices marks every service of the shard changed (its lease
 	// changed how its endpoints are served).
 	allServices bool
+	// held are the keys of the imports whose holdings the cluster
+	// reported changed.
+	held map[string]struct{}
 }
 
 func (c *changeSet) service(key string) {
@@ -830,6 +856,7 @@ func (r *Registry) publishLocked(ch changeSet) {
 	}
 	next.services = r.mergeServices(&prev.services, ch.services, &next.changes)
 	next.workloads = r.tagWorkloads(&prev.workloads, ch.cluster, ch.workloads, &next.changes)
+	r.resolveImportsLocked(next, ch.held)
 	if len(next.changes.Services) == 0 && len(next.changes.Workloads) == 0 && !next.changes.Clusters {
 		return // nothing a reader could see changed
 	}

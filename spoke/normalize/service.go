@@ -2,6 +2,8 @@ package normalize
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,8 +46,10 @@ func Service(in Inputs, o Options, namespace, name string) (*federationpb.Servic
 	switch {
 	case hasExport:
 		export = &federationpb.Export{
-			Source: federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT,
-			Time:   timestamp(se.CreationTimestamp),
+			Source:      federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT,
+			Time:        timestamp(se.CreationTimestamp),
+			Labels:      keyValues(se.Spec.ExportedLabels),
+			Annotations: keyValues(se.Spec.ExportedAnnotations),
 		}
 	case !hasService:
 		return nil, ExportStatus{}, nil
@@ -95,6 +99,14 @@ func Service(in Inputs, o Options, namespace, name string) (*federationpb.Servic
 			Type:       serviceType(svc),
 			ClusterIps: ips,
 			Export:     export,
+
+			SessionAffinity:       sessionAffinity(svc.Spec.SessionAffinity),
+			InternalTrafficPolicy: string(deref(svc.Spec.InternalTrafficPolicy)),
+			TrafficDistribution:   deref(svc.Spec.TrafficDistribution),
+			IpFamilies:            ipFamilies(svc.Spec.IPFamilies),
+		}
+		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil && *c.ClientIP.TimeoutSeconds > 0 {
+			out.SessionAffinityTimeoutSeconds = uint32(*c.ClientIP.TimeoutSeconds)
 		}
 		if err := federation.ValidateService(out); err != nil {
 			rej = j.invalid("", out, err)
@@ -107,6 +119,43 @@ func Service(in Inputs, o Options, namespace, name string) (*federationpb.Servic
 		return nil, ExportStatus{Reason: ReasonRejected, Message: rej.Error()}, rej
 	}
 	return out, ExportStatus{Exported: true}, nil
+}
+
+func sessionAffinity(a corev1.ServiceAffinity) federationpb.SessionAffinity {
+	if a == corev1.ServiceAffinityClientIP {
+		return federationpb.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
+	}
+	return federationpb.SessionAffinity_SESSION_AFFINITY_NONE
+}
+
+// ipFamilies converts a Service's IP families. An unknown family is kept
+// as unspecified, which the federation's validation rejects by name.
+func ipFamilies(fs []corev1.IPFamily) []federationpb.IPFamily {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]federationpb.IPFamily, len(fs))
+	for i, f := range fs {
+		switch f {
+		case corev1.IPv4Protocol:
+			out[i] = federationpb.IPFamily_IP_FAMILY_IPV4
+		case corev1.IPv6Protocol:
+			out[i] = federationpb.IPFamily_IP_FAMILY_IPV6
+		}
+	}
+	return out
+}
+
+// keyValues returns a map's entries sorted by key.
+func keyValues(m map[string]string) []*federationpb.KeyValue {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]*federationpb.KeyValue, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, &federationpb.KeyValue{Key: k, Value: m[k]})
+	}
+	return out
 }
 
 // isClusterPlumbing reports the services [ExportAll] leaves alone.

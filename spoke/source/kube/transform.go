@@ -153,6 +153,12 @@ func (t *transforms) service(in *corev1.Service) *corev1.Service {
 			ClusterIP:   in.Spec.ClusterIP,
 			ClusterIPs:  in.Spec.ClusterIPs,
 			ExternalIPs: in.Spec.ExternalIPs,
+			// What an MCS import copies from the oldest export.
+			SessionAffinity:       in.Spec.SessionAffinity,
+			SessionAffinityConfig: in.Spec.SessionAffinityConfig,
+			InternalTrafficPolicy: in.Spec.InternalTrafficPolicy,
+			TrafficDistribution:   in.Spec.TrafficDistribution,
+			IPFamilies:            in.Spec.IPFamilies,
 		},
 	}
 	if len(in.Spec.Ports) > 0 {
@@ -210,11 +216,13 @@ func (t *transforms) endpointSlice(in *discoveryv1.EndpointSlice) *normalize.End
 	return s
 }
 
-// serviceExport keeps the whole status: a status update replaces it, so
-// the conditions other controllers set (Ready, Conflict) must survive.
+// serviceExport keeps the exported labels and annotations, and the whole
+// status: a status update replaces it, so the conditions other
+// controllers set must survive.
 func (t *transforms) serviceExport(in *mcsv1alpha1.ServiceExport) *mcsv1alpha1.ServiceExport {
 	return &mcsv1alpha1.ServiceExport{
 		ObjectMeta: objectMeta(&in.ObjectMeta, t.exportKeys),
+		Spec:       in.Spec,
 		Status:     in.Status,
 	}
 }
