@@ -267,7 +267,9 @@ var properties = []property{
 	},
 	{
 		ReasonInternalTrafficPolicyConflict, "an internalTrafficPolicy",
-		func(a, b *federationpb.Service) bool { return a.GetInternalTrafficPolicy() == b.GetInternalTrafficPolicy() },
+		func(a, b *federationpb.Service) bool {
+			return a.GetInternalTrafficPolicy() == b.GetInternalTrafficPolicy()
+		},
 		func(s *federationpb.Service) string { return orNone(s.GetInternalTrafficPolicy()) },
 	},
 	{
