@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/meshfed/meshfed/hub/clustersetip"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/debughttp"
 	"github.com/meshfed/meshfed/internal/memlimit"
@@ -66,6 +67,9 @@ type Config struct {
 	Limits registry.Limits
 	// Leases say how long a cluster whose spoke has gone is served.
 	Leases registry.LeasePolicy
+	// ClustersetCIDR is where MCS ClusterSetIPs come from: at most one
+	// IPv4 and one IPv6 CIDR, comma-separated.
+	ClustersetCIDR string
 	// Keepalive pings idle spoke connections and drops dead ones.
 	KeepaliveTime, KeepaliveTimeout time.Duration
 	// ID names this replica (default: the host name).
@@ -92,6 +96,7 @@ func DefaultConfig() Config {
 		MaxMessageBytes:        4 << 20,
 		Limits:                 registry.Limits{MaxServices: 10_000, MaxEndpoints: 200_000, MaxWorkloads: 200_000},
 		Leases:                 registry.DefaultLeasePolicy,
+		ClustersetCIDR:         clustersetip.DefaultCIDRs,
 		KeepaliveTime:          30 * time.Second,
 		KeepaliveTimeout:       10 * time.Second,
 		ID:                     host,
@@ -128,6 +133,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Limits.MaxWorkloads, "max-workloads-per-cluster", c.Limits.MaxWorkloads, "cap on a cluster's workloads (0: none)")
 	fs.DurationVar(&c.Leases.StaleAfter, "stale-after", c.Leases.StaleAfter, "serve a cluster whose spoke has gone this long after every live cluster (stale)")
 	fs.DurationVar(&c.Leases.WithdrawAfter, "withdraw-after", c.Leases.WithdrawAfter, "stop serving a cluster whose spoke has gone this long (withdrawn; 0: never)")
+	fs.StringVar(&c.ClustersetCIDR, "clusterset-cidr", c.ClustersetCIDR, "CIDRs of MCS ClusterSetIPs, at most one IPv4 and one IPv6, comma-separated (the default IPv4 range is reserved, so in no cluster's ranges; every hub replica must have the same)")
 	fs.DurationVar(&c.KeepaliveTime, "keepalive-time", c.KeepaliveTime, "ping a spoke connection idle for this long")
 	fs.DurationVar(&c.KeepaliveTimeout, "keepalive-timeout", c.KeepaliveTimeout, "drop a spoke connection whose ping is unanswered for this long")
 	fs.StringVar(&c.ID, "id", c.ID, "name of this hub replica")
@@ -163,6 +169,9 @@ func (c Config) Validate() error {
 	}
 	if c.ClustersConfig != "" && c.ClustersConfigInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--clusters-config-interval %v must be positive", c.ClustersConfigInterval))
+	}
+	if _, err := clustersetip.ParsePools(c.ClustersetCIDR); err != nil {
+		errs = append(errs, fmt.Errorf("--clusterset-cidr: %w", err))
 	}
 	if c.TrustDomain == "" {
 		errs = append(errs, errors.New("--trust-domain is required"))

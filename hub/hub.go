@@ -23,7 +23,10 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/federation/syncproto"
+	"github.com/meshfed/meshfed/hub/clustersetip"
 	"github.com/meshfed/meshfed/hub/debug"
+	"github.com/meshfed/meshfed/hub/imports"
 	"github.com/meshfed/meshfed/hub/ingest"
 	"github.com/meshfed/meshfed/hub/policy"
 	"github.com/meshfed/meshfed/hub/registry"
@@ -69,6 +72,9 @@ type Hub struct {
 	// warm is true once the xDS server serves (its warm-up ended), or
 	// from the start when xDS is disabled.
 	warm atomic.Bool
+	// registryWarm is closed when the warm-up ends (with or without
+	// xDS): spokes are then told what to import.
+	registryWarm chan struct{}
 }
 
 // New builds a hub and binds its listeners.
@@ -87,7 +93,10 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	} else if !cfg.Insecure {
 		log.Warn("no --clusters-config: any certificate the CA signed may join the clusterset, and each cluster may claim any network, trust domain and gateway")
 	}
-	reg := registry.New(registry.Config{Limits: cfg.Limits, Leases: cfg.Leases, Policy: pol})
+	pools, _ := clustersetip.ParsePools(cfg.ClustersetCIDR) // validated
+	reg := registry.New(registry.Config{Limits: cfg.Limits, Leases: cfg.Leases, Policy: pol, ClustersetPools: pools})
+	// Spokes are told what to import once the registry is warm.
+	serving := make(chan struct{})
 	auth := ingest.Authenticator(ingest.PeerCertificate{TrustDomain: cfg.TrustDomain})
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
@@ -128,12 +137,14 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		expiring["federation"], expiring["ca"] = kp, cas
 		opts = append(opts, grpc.Creds(observe("federation", tlsLog)(credentials.NewTLS(pki.NewServerConfig(kp, cas)))))
 	}
-	srv := ingest.NewServer(ingest.Config{MaxMessageBytes: cfg.MaxMessageBytes, HubID: cfg.ID, Build: version.Version()}, reg, auth,
-		ingest.NewMetrics(promReg), log.With("component", "ingest"))
+	srv := ingest.NewServer(ingest.Config{
+		MaxMessageBytes: cfg.MaxMessageBytes, HubID: cfg.ID, Build: version.Version(),
+		Imports: func(id federation.ClusterID) syncproto.ImportsFeed { return imports.NewFeed(id, reg.Current, serving) },
+	}, reg, auth, ingest.NewMetrics(promReg), log.With("component", "ingest"))
 	g := grpc.NewServer(opts...)
 	federationpb.RegisterFederationServer(g, srv)
 
-	h := &Hub{cfg: cfg, log: log, registry: reg, grpc: g, policyData: polData}
+	h := &Hub{cfg: cfg, log: log, registry: reg, grpc: g, policyData: polData, registryWarm: serving}
 	if cfg.ClustersConfig != "" {
 		h.policyReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshfed_hub_cluster_policy_reloads_total",
@@ -341,16 +352,23 @@ func (h *Hub) Run(ctx context.Context) error {
 			return nil
 		})
 	}
+	// Neither proxies nor importing spokes are served before the
+	// registry is warm: a restarted hub must not tell a spoke to delete
+	// the imports of clusters still to reconnect.
+	first := make(chan xds.Snapshot, 1)
 	if h.xds == nil {
 		h.warm.Store(true)
-	} else {
-		// The xDS server serves nothing until the registry is warm.
-		first := make(chan xds.Snapshot, 1)
-		g.Go(func() error {
-			first <- snapshotView{warmUp(ctx, h.registry, h.cfg.XDSWarmUpQuiet, h.cfg.XDSWarmUp, clock.RealClock{}, h.log.With("component", "warmup"))}
-			h.warm.Store(true)
-			return nil
-		})
+	}
+	g.Go(func() error {
+		snap := warmUp(ctx, h.registry, h.cfg.XDSWarmUpQuiet, h.cfg.XDSWarmUp, clock.RealClock{}, h.log.With("component", "warmup"))
+		first <- snapshotView{snap}
+		h.warm.Store(true)
+		if ctx.Err() == nil {
+			close(h.registryWarm)
+		}
+		return nil
+	})
+	if h.xds != nil {
 		g.Go(func() error { return h.xds.Run(ctx, first) })
 	}
 	g.Go(func() error {

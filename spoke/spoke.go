@@ -25,6 +25,7 @@ import (
 	"github.com/meshfed/meshfed/internal/grpccodec"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/version"
+	"github.com/meshfed/meshfed/spoke/imports"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/source/file"
@@ -49,6 +50,10 @@ type Spoke struct {
 	// ready: a hub replica has acknowledged the shard's full state, which
 	// the spoke sends only once the source's caches have synced.
 	ready atomic.Bool
+	// imports are the clusterset's imports as the hub replicas send them,
+	// for the source to write into the cluster; nil when the source
+	// writes none (a directory of manifests).
+	imports *imports.Store
 }
 
 // Ready reports whether the spoke has federated its cluster: its caches
@@ -124,12 +129,16 @@ type link struct {
 	stream *shard.Stream
 	*uplink.Uplink
 	metrics *uplink.Metrics
+	imports *imports.Link // nil when the spoke writes no imports
 }
 
 func (l *link) Close() {
 	_ = l.conn.Close()
 	l.stream.Close()
 	l.metrics.Remove(l.Uplink)
+	if l.imports != nil {
+		l.imports.Close()
+	}
 }
 
 // openHub returns the link to the hub replica at addr.
@@ -154,10 +163,16 @@ func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, member
 	dial := func(ctx context.Context) (uplink.Stream, error) { return client.Sync(ctx) }
 	stream := s.tracker.Open()
 	log := s.log.With("component", "uplink", "hub", addr)
+	var il *imports.Link
+	var ilink syncproto.ImportsLink // a nil *imports.Link would not be a nil interface
+	if s.imports != nil {
+		il = s.imports.Link(addr)
+		ilink = il
+	}
 	return &link{
-		conn: conn, stream: stream, metrics: metrics,
+		conn: conn, stream: stream, metrics: metrics, imports: il,
 		Uplink: uplink.New(uplink.Config{
-			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members,
+			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members, Imports: ilink,
 			MaxMessageBytes: s.cfg.MaxMessageBytes, AckTimeout: s.cfg.AckTimeout,
 			FullAcked: func() {
 				s.ready.Store(true)

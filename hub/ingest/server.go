@@ -48,6 +48,9 @@ type Config struct {
 	HubID string
 	// Build is the hub's build, sent in Welcome messages.
 	Build string
+	// Imports, when set, gives the stream of an importing spoke the
+	// imports its cluster should hold.
+	Imports func(federation.ClusterID) syncproto.ImportsFeed
 }
 
 // Server implements the Federation service.
@@ -74,6 +77,7 @@ func NewServer(cfg Config, reg Registry, auth Authenticator, metrics *Metrics, l
 		Admit:    reg.Admit,
 		NackCode: nackCode,
 		Members:  reg,
+		Imports:  cfg.Imports,
 	}, func(ctx context.Context, id federation.ClusterID, hello *federationpb.Hello) (syncproto.Conn, error) {
 		c, err := reg.Claim(id, hello.GetBuild(), hello.GetSession(), peerAddr(ctx))
 		if err != nil {

@@ -3,6 +3,7 @@ package imports
 import (
 	"cmp"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/meshfed/meshfed/federation"
@@ -144,18 +145,27 @@ func (l *Link) Received(im *federationpb.Imports) {
 			delete(l.imports, k)
 		}
 	}
-	// Parts of one import in this set add up; a part replaces what an
+	// Parts of one import in this set add up (the endpoints of one
+	// cluster may be cut across parts too); a part replaces what an
 	// earlier set said of the import.
 	seen := map[string]bool{}
 	for _, part := range im.GetImports() {
 		k := federation.ServiceKey(part.GetNamespace(), part.GetName())
-		if seen[k] {
-			whole := l.imports[k]
-			whole.Sources = append(whole.Sources, part.GetSources()...)
+		if !seen[k] {
+			seen[k] = true
+			l.imports[k] = part
 			continue
 		}
-		seen[k] = true
-		l.imports[k] = part
+		whole := l.imports[k]
+		for _, src := range part.GetSources() {
+			i := slices.IndexFunc(whole.Sources, func(s *federationpb.ImportSource) bool { return s.GetCluster() == src.GetCluster() })
+			if i < 0 {
+				whole.Sources = append(whole.Sources, src)
+				continue
+			}
+			whole.Sources[i].Endpoints = append(whole.Sources[i].Endpoints, src.GetEndpoints()...)
+			whole.Sources[i].ViaGateway = whole.Sources[i].ViaGateway || src.GetViaGateway()
+		}
 	}
 	l.published = &Set{Hub: l.hub, Imports: l.imports}
 	l.store.chooseLocked()

@@ -41,6 +41,9 @@ type Config struct {
 	// Members, when set, is the clusterset's membership shared with the
 	// spoke's uplinks to other hub replicas.
 	Members *syncproto.Members
+	// Imports, when set, takes the imports this hub replica sends and
+	// reports to it what the cluster holds: the spoke writes imports.
+	Imports syncproto.ImportsLink
 	// MaxMessageBytes bounds the messages this spoke sends, when the hub
 	// announces no lower limit.
 	MaxMessageBytes int
@@ -167,6 +170,7 @@ func newUplink(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger,
 		MaxNackBackoff:  u.cfg.MaxBackoff,
 		Clock:           clk,
 		Members:         cfg.Members,
+		Imports:         cfg.Imports,
 	}, shard, observer{u})
 	return u
 }

@@ -187,7 +187,7 @@ func TestTransformDropsTheRest(t *testing.T) {
 				t.Errorf("node %s labels %v, want the locality only", o.Name, o.Labels)
 			}
 		case *corev1.Service:
-			if o.Spec.Selector != nil || o.Spec.SessionAffinity != "" || o.Spec.ExternalName != "" {
+			if o.Spec.Selector != nil || o.Spec.ExternalName != "" || o.Spec.LoadBalancerSourceRanges != nil {
 				t.Errorf("service %s spec: %+v", o.Name, o.Spec)
 			}
 			for _, p := range o.Spec.Ports {
@@ -200,8 +200,9 @@ func TestTransformDropsTheRest(t *testing.T) {
 				t.Errorf("slice %s: managed-by label kept", o.Name)
 			}
 		case *mcsv1alpha1.ServiceExport:
-			if o.Spec.ExportedLabels != nil || len(o.Status.Conditions) != 1 || o.Generation != 1 {
-				t.Errorf("export %s: spec dropped, status and generation kept? %+v", o.Name, o)
+			// The exported labels and annotations go into the import.
+			if o.Spec.ExportedLabels["tier"] != "web" || len(o.Status.Conditions) != 1 || o.Generation != 1 {
+				t.Errorf("export %s: spec, status and generation kept? %+v", o.Name, o)
 			}
 		}
 	}

@@ -1,0 +1,313 @@
+// Package imports tells each importing spoke what its cluster should hold
+// of the clusterset: one MCS ServiceImport per import (a service some
+// cluster exports with a ServiceExport), with every exporting cluster's
+// endpoints as that cluster reaches them, and the conflicts and readiness
+// of the import's exports.
+//
+// A [Feed] follows the registry's snapshots for one spoke stream. It sends
+// the full set once the hub serves (after its warm-up: a restarted hub
+// never tells a spoke to delete what clusters still to reconnect export),
+// then, whenever snapshots change imports, those imports whole. What
+// changed is read from the snapshots' change lists; a feed keeps no copy
+// of what it sent but the snapshot it sent last.
+//
+// Invariants:
+//   - The content of an import is a function of the snapshot and the
+//     receiving cluster's network: every replica sends the same.
+//   - An endpoint on the receiver's network is sent as it is. One on
+//     another network is unreachable by address: a ClusterSetIP import
+//     gets that network's east-west gateways instead (with the gateway's
+//     port, for a dataplane that captures the ClusterSetIP and tunnels);
+//     a headless import gets nothing for it, since its clients dial the
+//     addresses they resolve, and a gateway address would take them to the
+//     gateway, not to the pod they asked for.
+//   - A set is split into chunks below the stream's message bound; one
+//     import too large for a chunk is split into parts by its sources and
+//     endpoints.
+package imports
+
+import (
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/federation/syncproto"
+	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/xds/resources"
+)
+
+// Feed is one spoke stream's imports.
+type Feed struct {
+	cluster federation.ClusterID
+	current func() *registry.Snapshot
+	// serving is closed once the hub serves (its warm-up ended).
+	serving <-chan struct{}
+	// sent is the snapshot last sent (nil before the full set); watch is
+	// the one whose successor Next waits for.
+	sent, watch *registry.Snapshot
+	version     uint64
+}
+
+var _ syncproto.ImportsFeed = (*Feed)(nil)
+
+// NewFeed returns the feed of cluster's stream, reading snapshots from
+// current, sending nothing before serving is closed.
+func NewFeed(cluster federation.ClusterID, current func() *registry.Snapshot, serving <-chan struct{}) *Feed {
+	return &Feed{cluster: cluster, current: current, serving: serving}
+}
+
+// Ready has a value when Next may have a set to send.
+func (f *Feed) Ready() <-chan struct{} {
+	if f.watch != nil {
+		return f.watch.Done()
+	}
+	return f.serving
+}
+
+// Next returns the next set in chunks below maxBytes, or nil.
+func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
+	select {
+	case <-f.serving:
+	default:
+		return nil
+	}
+	cur := f.current()
+	f.watch = cur
+	me, ok := cur.Cluster(f.cluster)
+	if !ok {
+		return nil // the receiver's network is not known before its shard
+	}
+	gateways := resources.GatewaysByNetwork(cur.Clusters(), federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
+	var imports []*federationpb.Import
+	var removed []string
+	full := f.sent == nil
+	if full {
+		for _, v := range cur.Services() {
+			if v.IsImport() {
+				imports = append(imports, Build(v, me.Network, gateways))
+			}
+		}
+	} else {
+		keys, all := changedSince(f.sent, cur)
+		if all {
+			// Every import is resent: gateways or networks changed.
+			keys = nil
+			for _, v := range f.sent.Services() {
+				keys = append(keys, v.Key)
+			}
+			for _, v := range cur.Services() {
+				keys = append(keys, v.Key)
+			}
+			slices.Sort(keys)
+			keys = slices.Compact(keys)
+		}
+		for _, k := range keys {
+			v, ok := cur.Service(k)
+			switch {
+			case ok && v.IsImport():
+				imports = append(imports, Build(v, me.Network, gateways))
+			case wasImport(f.sent, k):
+				removed = append(removed, k)
+			}
+		}
+		if len(imports) == 0 && len(removed) == 0 {
+			f.sent = cur
+			return nil
+		}
+	}
+	f.sent = cur
+	f.version++
+	return Chunk(f.version, full, imports, removed, maxBytes)
+}
+
+func wasImport(s *registry.Snapshot, key string) bool {
+	v, ok := s.Service(key)
+	return ok && v.IsImport()
+}
+
+// changedSince returns the keys of the services changed from one snapshot
+// to a later one, sorted, or all=true when cluster facts changed (a
+// network's gateways, a cluster's network), which can change every import.
+func changedSince(from, to *registry.Snapshot) (keys []string, all bool) {
+	seen := map[string]struct{}{}
+	for s := from; s != nil && s.Revision() < to.Revision(); {
+		s = s.Next()
+		if s == nil {
+			break
+		}
+		ch := s.Changes()
+		if ch.Clusters {
+			all = true
+		}
+		for _, k := range ch.Services {
+			if _, ok := seen[k]; !ok {
+				seen[k] = struct{}{}
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.Sort(keys)
+	return keys, all
+}
+
+// Build returns the import of v as a cluster on network reaches it,
+// given each network's east-west gateways.
+func Build(v *federation.ServiceView, network federation.NetworkID, gateways map[federation.NetworkID][]*federationpb.Gateway) *federationpb.Import {
+	o := v.Oldest
+	im := &federationpb.Import{
+		Namespace:                     v.Namespace,
+		Name:                          v.Name,
+		Type:                          federationpb.ImportType_IMPORT_TYPE_CLUSTER_SET_IP,
+		SessionAffinity:               o.GetSessionAffinity(),
+		SessionAffinityTimeoutSeconds: o.GetSessionAffinityTimeoutSeconds(),
+		InternalTrafficPolicy:         o.GetInternalTrafficPolicy(),
+		TrafficDistribution:           o.GetTrafficDistribution(),
+		Labels:                        o.GetExport().GetLabels(),
+		Annotations:                   o.GetExport().GetAnnotations(),
+		IpError:                       v.IPError,
+	}
+	headless := v.Headless()
+	if headless {
+		im.Type = federationpb.ImportType_IMPORT_TYPE_HEADLESS
+	} else {
+		fams := v.ImportFamilies()
+		for i, a := range v.ClustersetIPs {
+			if a.IsValid() && i < len(fams) {
+				im.Ips = append(im.Ips, a.String())
+				im.IpFamilies = append(im.IpFamilies, fams[i])
+			}
+		}
+	}
+	for _, p := range v.Ports {
+		im.Ports = append(im.Ports, &federationpb.ServicePort{Name: p.GetName(), Protocol: p.GetProtocol(), AppProtocol: p.GetAppProtocol(), Port: p.GetPort()})
+	}
+	for _, c := range v.Conflicts {
+		im.Conflicts = append(im.Conflicts, &federationpb.ImportConflict{Reason: c.Reason, Message: c.Message})
+	}
+	for _, id := range v.Ready {
+		im.Ready = append(im.Ready, string(id))
+	}
+	for _, c := range v.Clusters {
+		im.Clusters = append(im.Clusters, string(c.Cluster))
+		im.Sources = append(im.Sources, source(c, headless, im.Ports, network, gateways))
+	}
+	return im
+}
+
+// source returns one exporting cluster's endpoints as network reaches
+// them.
+func source(c federation.ClusterService, headless bool, ports []*federationpb.ServicePort, network federation.NetworkID, gateways map[federation.NetworkID][]*federationpb.Gateway) *federationpb.ImportSource {
+	src := &federationpb.ImportSource{Cluster: string(c.Cluster)}
+	// Per remote network: whether any of its endpoints is ready, serving.
+	type state struct{ ready, serving bool }
+	var remote map[federation.NetworkID]*state
+	var order []federation.NetworkID
+	for _, e := range c.Endpoints {
+		if e.Network == network {
+			src.Endpoints = append(src.Endpoints, e.Endpoint)
+			continue
+		}
+		if headless {
+			continue
+		}
+		if remote == nil {
+			remote = map[federation.NetworkID]*state{}
+		}
+		st, ok := remote[e.Network]
+		if !ok {
+			st = &state{}
+			remote[e.Network] = st
+			order = append(order, e.Network)
+		}
+		st.ready = st.ready || e.GetReady()
+		st.serving = st.serving || e.GetServing()
+	}
+	slices.Sort(order)
+	for _, n := range order {
+		st := remote[n]
+		for _, g := range gateways[n] {
+			ep := &federationpb.Endpoint{Address: g.GetAddress(), Ready: st.ready, Serving: st.serving, Network: string(n)}
+			for _, p := range ports {
+				ep.Ports = append(ep.Ports, &federationpb.EndpointPort{Name: p.GetName(), Protocol: p.GetProtocol(), AppProtocol: p.GetAppProtocol(), Port: g.GetPort()})
+			}
+			src.Endpoints = append(src.Endpoints, ep)
+			src.ViaGateway = true
+		}
+	}
+	return src
+}
+
+// chunkOverhead is what a chunk's envelope and framing may add to its
+// imports' sizes.
+const chunkOverhead = 1024
+
+// Chunk splits a set into chunks below maxBytes.
+func Chunk(version uint64, full bool, imports []*federationpb.Import, removed []string, maxBytes int) []*federationpb.Imports {
+	budget := max(maxBytes-chunkOverhead, 1024)
+	var out []*federationpb.Imports
+	cur := &federationpb.Imports{Version: version, Full: full}
+	size := 0
+	add := func(im *federationpb.Import, n int) {
+		if size > 0 && size+n > budget {
+			cur.More = true
+			out = append(out, cur)
+			cur, size = &federationpb.Imports{Version: version, Full: full}, 0
+		}
+		cur.Imports = append(cur.Imports, im)
+		size += n
+	}
+	for _, im := range imports {
+		n := proto.Size(im) + 8
+		if n <= budget {
+			add(im, n)
+			continue
+		}
+		for _, part := range split(im, budget) {
+			add(part, proto.Size(part)+8)
+		}
+	}
+	for _, k := range removed {
+		n := len(k) + 8
+		if size > 0 && size+n > budget {
+			cur.More = true
+			out = append(out, cur)
+			cur, size = &federationpb.Imports{Version: version, Full: full}, 0
+		}
+		cur.Removed = append(cur.Removed, k)
+		size += n
+	}
+	return append(out, cur)
+}
+
+// split cuts an import too large for one chunk into parts: the first
+// carries every field but the sources, the others each carry endpoints of
+// one source, as many as fit (a source may be cut into several parts). im
+// is borrowed for a moment, not kept.
+func split(im *federationpb.Import, budget int) []*federationpb.Import {
+	sources := im.Sources
+	im.Sources = nil
+	head := proto.Clone(im).(*federationpb.Import)
+	im.Sources = sources
+	parts := []*federationpb.Import{head}
+	for _, src := range im.GetSources() {
+		part := &federationpb.ImportSource{Cluster: src.GetCluster(), ViaGateway: src.GetViaGateway()}
+		size := proto.Size(part) + 64
+		flush := func() {
+			parts = append(parts, &federationpb.Import{Namespace: im.GetNamespace(), Name: im.GetName(), Sources: []*federationpb.ImportSource{part}})
+		}
+		for _, e := range src.GetEndpoints() {
+			n := proto.Size(e) + 8
+			if len(part.Endpoints) > 0 && size+n > budget {
+				flush()
+				part = &federationpb.ImportSource{Cluster: src.GetCluster(), ViaGateway: src.GetViaGateway()}
+				size = proto.Size(part) + 64
+			}
+			part.Endpoints = append(part.Endpoints, e)
+			size += n
+		}
+		flush()
+	}
+	return parts
+}

@@ -1,0 +1,232 @@
+package imports
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/registry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func service(name string, headless bool) *federationpb.Service {
+	s := &federationpb.Service{
+		Namespace: "demo", Name: name, Hostname: name + ".demo.svc.cluster.local",
+		Type:   federationpb.ServiceType_SERVICE_TYPE_CLUSTER_IP,
+		Ports:  []*federationpb.ServicePort{{Name: "http", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 80}},
+		Export: &federationpb.Export{Source: federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT, Time: timestamppb.New(time.Unix(1000, 0))},
+	}
+	if headless {
+		s.Type = federationpb.ServiceType_SERVICE_TYPE_HEADLESS
+	}
+	return s
+}
+
+func endpoint(service, addr string) *federationpb.Endpoint {
+	return &federationpb.Endpoint{
+		Namespace: "demo", Service: service, Address: addr, Ready: true, Serving: true,
+		Ports: []*federationpb.EndpointPort{{Name: "http", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 8080}},
+	}
+}
+
+type fixture struct {
+	t          *testing.T
+	reg        *registry.Registry
+	east, west *registry.Conn
+	version    map[*registry.Conn]uint64
+}
+
+func newFixture(t *testing.T) *fixture {
+	r := registry.New(registry.Config{})
+	return &fixture{t: t, reg: r, east: r.Connect("east", ""), west: r.Connect("west", ""), version: map[*registry.Conn]uint64{}}
+}
+
+func (f *fixture) apply(c *registry.Conn, cl *federationpb.Cluster, services []*federationpb.Service, eps []*federationpb.Endpoint) {
+	f.t.Helper()
+	f.version[c]++
+	if err := c.Apply("s", &federationpb.ShardUpdate{Version: f.version[c], Full: true, Cluster: cl, Services: services, Endpoints: eps}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+var (
+	eastCluster = &federationpb.Cluster{Id: "east", Network: "n1"}
+	westCluster = &federationpb.Cluster{Id: "west", Network: "n2", Gateways: []*federationpb.Gateway{
+		{Address: "192.0.2.10", Port: 15443, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS},
+		{Address: "192.0.2.11", Port: 15008, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE},
+	}}
+)
+
+func byKey(ims []*federationpb.Import) map[string]*federationpb.Import {
+	out := map[string]*federationpb.Import{}
+	for _, im := range ims {
+		out[federation.ServiceKey(im.GetNamespace(), im.GetName())] = im
+	}
+	return out
+}
+
+func TestFeed(t *testing.T) {
+	f := newFixture(t)
+	f.apply(f.east, eastCluster, []*federationpb.Service{service("echo", false), service("db", true)},
+		[]*federationpb.Endpoint{endpoint("echo", "10.1.0.1"), endpoint("db", "10.1.0.2")})
+	labelled := service("web", false)
+	labelled.Export.Source = federationpb.ExportSource_EXPORT_SOURCE_LABEL
+	f.apply(f.west, westCluster, []*federationpb.Service{service("echo", false), service("db", true), labelled},
+		[]*federationpb.Endpoint{endpoint("echo", "10.2.0.1"), endpoint("db", "10.2.0.2")})
+
+	serving := make(chan struct{})
+	feed := NewFeed("east", f.reg.Current, serving)
+	if feed.Ready() != (<-chan struct{})(serving) || feed.Next(1<<20) != nil {
+		t.Fatal("the feed sends before the hub serves")
+	}
+	close(serving)
+	sets := feed.Next(1 << 20)
+	if len(sets) != 1 || !sets[0].GetFull() || sets[0].GetVersion() != 1 {
+		t.Fatalf("first sets %v, want one full set", sets)
+	}
+	got := byKey(sets[0].GetImports())
+	if len(got) != 2 || got["demo/web"] != nil {
+		t.Fatalf("imports %v, want echo and db (web is exported by label, not MCS)", slices.Collect(func(yield func(string) bool) {
+			for k := range got {
+				yield(k)
+			}
+		}))
+	}
+	echo := got["demo/echo"]
+	if echo.GetType() != federationpb.ImportType_IMPORT_TYPE_CLUSTER_SET_IP || len(echo.GetIps()) != 1 || !slices.Equal(echo.GetClusters(), []string{"east", "west"}) {
+		t.Errorf("echo: %v", echo)
+	}
+	// East reaches its own endpoint by address and west's through west's
+	// TLS gateway, at the gateway's port.
+	wantEcho := []*federationpb.ImportSource{
+		{Cluster: "east", Endpoints: []*federationpb.Endpoint{endpoint("echo", "10.1.0.1")}},
+		{Cluster: "west", ViaGateway: true, Endpoints: []*federationpb.Endpoint{{
+			Address: "192.0.2.10", Ready: true, Serving: true, Network: "n2",
+			Ports: []*federationpb.EndpointPort{{Name: "http", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 15443}},
+		}}},
+	}
+	if diff := cmp.Diff(wantEcho, echo.GetSources(), protocmp.Transform()); diff != "" {
+		t.Errorf("echo's sources (-want +got):\n%s", diff)
+	}
+	// A headless import's clients dial pod addresses: west's are
+	// unreachable from east's network, and a gateway is no stand-in.
+	db := got["demo/db"]
+	if db.GetType() != federationpb.ImportType_IMPORT_TYPE_HEADLESS || len(db.GetIps()) != 0 ||
+		len(db.GetSources()) != 2 || len(db.GetSources()[1].GetEndpoints()) != 0 {
+		t.Errorf("db: %v", db)
+	}
+
+	// Nothing changed: nothing to send.
+	if sets := feed.Next(1 << 20); sets != nil {
+		t.Fatalf("sets %v with nothing changed", sets)
+	}
+	// West stops exporting db: east's db loses west; then east stops too.
+	ready := feed.Ready()
+	f.apply(f.west, westCluster, []*federationpb.Service{service("echo", false)}, []*federationpb.Endpoint{endpoint("echo", "10.2.0.1")})
+	select {
+	case <-ready:
+	default:
+		t.Fatal("the feed is not ready after a change")
+	}
+	sets = feed.Next(1 << 20)
+	if len(sets) != 1 || sets[0].GetFull() || len(sets[0].GetImports()) != 1 || !slices.Equal(sets[0].GetImports()[0].GetClusters(), []string{"east"}) {
+		t.Fatalf("delta %v, want db exported by east only", sets)
+	}
+	f.apply(f.east, eastCluster, []*federationpb.Service{service("echo", false)}, []*federationpb.Endpoint{endpoint("echo", "10.1.0.1")})
+	sets = feed.Next(1 << 20)
+	if len(sets) != 1 || len(sets[0].GetImports()) != 0 || !slices.Equal(sets[0].GetRemoved(), []string{"demo/db"}) || sets[0].GetVersion() != 3 {
+		t.Fatalf("delta %v, want db removed in set 3", sets)
+	}
+	// A gateway change resends every import.
+	moved := proto.Clone(westCluster).(*federationpb.Cluster)
+	moved.Gateways[0].Address = "192.0.2.20"
+	f.apply(f.west, moved, []*federationpb.Service{service("echo", false)}, []*federationpb.Endpoint{endpoint("echo", "10.2.0.1")})
+	sets = feed.Next(1 << 20)
+	if len(sets) != 1 || len(sets[0].GetImports()) != 1 || sets[0].GetImports()[0].GetSources()[1].GetEndpoints()[0].GetAddress() != "192.0.2.20" {
+		t.Fatalf("after the gateway moved: %v", sets)
+	}
+}
+
+// A cluster's network is known only from its shard: until then the feed
+// waits, and wakes on the next snapshot.
+func TestFeedWaitsForTheReceiversShard(t *testing.T) {
+	f := newFixture(t)
+	f.apply(f.west, westCluster, []*federationpb.Service{service("echo", false)}, nil)
+	serving := make(chan struct{})
+	close(serving)
+	feed := NewFeed("east", f.reg.Current, serving)
+	if sets := feed.Next(1 << 20); sets != nil {
+		t.Fatalf("sets %v before east's shard", sets)
+	}
+	ready := feed.Ready()
+	f.apply(f.east, eastCluster, nil, nil)
+	<-ready
+	if sets := feed.Next(1 << 20); len(sets) != 1 || !sets[0].GetFull() || len(sets[0].GetImports()) != 1 {
+		t.Fatalf("sets %v, want the full set", sets)
+	}
+}
+
+// Chunks stay under the bound, and joining them as a spoke does gives the
+// imports back whole.
+func TestChunkSplitsLargeImports(t *testing.T) {
+	big := &federationpb.Import{Namespace: "demo", Name: "big", Type: federationpb.ImportType_IMPORT_TYPE_HEADLESS, Clusters: []string{"east", "west"}}
+	for _, c := range []string{"east", "west"} {
+		src := &federationpb.ImportSource{Cluster: c}
+		for i := range 3000 {
+			src.Endpoints = append(src.Endpoints, endpoint("big", fmt.Sprintf("10.%d.%d.%d", len(c), i/256, i%256)))
+		}
+		big.Sources = append(big.Sources, src)
+	}
+	small := []*federationpb.Import{{Namespace: "demo", Name: "a"}, {Namespace: "demo", Name: "b"}}
+	want := append([]*federationpb.Import{proto.Clone(big).(*federationpb.Import)}, small...)
+	const maxBytes = 64 << 10
+	chunks := Chunk(7, true, append([]*federationpb.Import{big}, small...), nil, maxBytes)
+	if len(chunks) < 3 {
+		t.Fatalf("%d chunks for %d bytes", len(chunks), proto.Size(big))
+	}
+	joined := map[string]*federationpb.Import{}
+	var order []string
+	for i, c := range chunks {
+		if n := proto.Size(c); n > maxBytes {
+			t.Errorf("chunk %d is %d bytes", i, n)
+		}
+		if c.GetVersion() != 7 || !c.GetFull() || c.GetMore() != (i < len(chunks)-1) {
+			t.Errorf("chunk %d: version %d full %v more %v", i, c.GetVersion(), c.GetFull(), c.GetMore())
+		}
+		for _, part := range c.GetImports() {
+			k := federation.ServiceKey(part.GetNamespace(), part.GetName())
+			whole, ok := joined[k]
+			if !ok {
+				joined[k] = part
+				order = append(order, k)
+				continue
+			}
+			for _, src := range part.GetSources() {
+				if i := slices.IndexFunc(whole.Sources, func(s *federationpb.ImportSource) bool { return s.GetCluster() == src.GetCluster() }); i >= 0 {
+					whole.Sources[i].Endpoints = append(whole.Sources[i].Endpoints, src.GetEndpoints()...)
+				} else {
+					whole.Sources = append(whole.Sources, src)
+				}
+			}
+		}
+	}
+	var got []*federationpb.Import
+	for _, k := range order {
+		got = append(got, joined[k])
+	}
+	// proto.Equal: cmp with protocmp takes seconds over 6,000 endpoints.
+	if !slices.EqualFunc(want, got, func(a, b *federationpb.Import) bool { return proto.Equal(a, b) }) {
+		t.Errorf("joined chunks differ from the imports: %d imports, first %s", len(got), got[0].GetName())
+	}
+}

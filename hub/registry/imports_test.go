@@ -1,0 +1,170 @@
+package registry
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/clustersetip"
+)
+
+// exported is svc exported with a ServiceExport created age before a fixed
+// time, dual-stack.
+func exported(name string, age time.Duration) *federationpb.Service {
+	s := svc(name)
+	s.Export.Time = timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(-age))
+	s.IpFamilies = []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV4, federationpb.IPFamily_IP_FAMILY_IPV6}
+	return s
+}
+
+func view(t *testing.T, r *Registry, key string) *federation.ServiceView {
+	t.Helper()
+	v, ok := r.Current().Service(key)
+	if !ok {
+		t.Fatalf("no service %s", key)
+	}
+	return v
+}
+
+func ipStrings(ips []netip.Addr) []string {
+	out := make([]string, len(ips))
+	for i, a := range ips {
+		out[i] = a.String()
+	}
+	return out
+}
+
+func held(ns, name string, ips []string, clusters ...string) *federationpb.HeldImport {
+	return &federationpb.HeldImport{Namespace: ns, Name: name, Ips: ips, Clusters: clusters}
+}
+
+func TestImportsGetClustersetIPs(t *testing.T) {
+	pools, err := clustersetip.ParsePools("10.99.0.0/24,fd00:99::/112")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(Config{ClustersetPools: pools})
+	east, west := r.Connect("east", ""), r.Connect("west", "")
+	headless := exported("db", time.Hour)
+	headless.Type = federationpb.ServiceType_SERVICE_TYPE_HEADLESS
+	labelled := exported("web", time.Hour)
+	labelled.Export.Source = federationpb.ExportSource_EXPORT_SOURCE_LABEL
+	if err := east.Apply("s", full("east", "n1", 1, []*federationpb.Service{exported("echo", time.Hour), headless, labelled}, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	echo := view(t, r, "demo/echo")
+	if len(echo.ClustersetIPs) != 2 || !pools.V4.Contains(echo.ClustersetIPs[0]) || !pools.V6.Contains(echo.ClustersetIPs[1]) || echo.IPError != "" {
+		t.Fatalf("echo's ClusterSetIPs %v (%q), want one of each pool", echo.ClustersetIPs, echo.IPError)
+	}
+	if v := view(t, r, "demo/db"); len(v.ClustersetIPs) != 0 || !v.IsImport() {
+		t.Errorf("headless import db got IPs %v", v.ClustersetIPs)
+	}
+	if v := view(t, r, "demo/web"); len(v.ClustersetIPs) != 0 || v.IsImport() {
+		t.Errorf("label-exported web is an import with IPs %v", v.ClustersetIPs)
+	}
+	// Another cluster joining the export changes nothing of the IPs.
+	if err := west.Apply("s", full("west", "n2", 1, []*federationpb.Service{exported("echo", 0)}, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got := view(t, r, "demo/echo"); !slices.Equal(got.ClustersetIPs, echo.ClustersetIPs) || len(got.Clusters) != 2 {
+		t.Errorf("after west joined: %v, want %v", got.ClustersetIPs, echo.ClustersetIPs)
+	}
+}
+
+// A hub that starts anew learns the IPs it handed out from what the
+// clusters hold, and hands out the same, whatever its hashes say.
+func TestImportsKeepHeldIPsAcrossRestarts(t *testing.T) {
+	r := New(Config{})
+	east := r.Connect("east", "")
+	east.SetImporter()
+	held1 := &federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{
+		held("demo", "echo", []string{"240.242.7.7", "fd6d:6673:6574::7"}, "east"),
+	}}
+	if err := east.ApplyHeld(held1); err != nil {
+		t.Fatal(err)
+	}
+	if err := east.Apply("s", full("east", "n1", 1, []*federationpb.Service{exported("echo", time.Hour)}, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"240.242.7.7", "fd6d:6673:6574::7"}
+	if got := ipStrings(view(t, r, "demo/echo").ClustersetIPs); !slices.Equal(got, want) {
+		t.Fatalf("ClusterSetIPs %v, want the held %v", got, want)
+	}
+	// A claim that arrives after the import changes it to what the
+	// clusters hold.
+	if err := east.ApplyHeld(&federationpb.ImportsHeld{Imports: []*federationpb.HeldImport{held("demo", "echo", []string{"240.242.8.8"}, "east")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ipStrings(view(t, r, "demo/echo").ClustersetIPs); got[0] != "240.242.8.8" {
+		t.Fatalf("ClusterSetIPs %v after the claim moved", got)
+	}
+}
+
+func TestImportsReady(t *testing.T) {
+	r := New(Config{})
+	east, west := r.Connect("east", ""), r.Connect("west", "")
+	east.SetImporter()
+	west.SetImporter()
+	if err := east.Apply("s", full("east", "n1", 1, []*federationpb.Service{exported("echo", time.Hour)}, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := west.Apply("s", full("west", "n2", 1, []*federationpb.Service{exported("echo", 0)}, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if v := view(t, r, "demo/echo"); len(v.Ready) != 0 {
+		t.Fatalf("ready %v before any cluster holds the import", v.Ready)
+	}
+	ips := ipStrings(view(t, r, "demo/echo").ClustersetIPs)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(east.ApplyHeld(&federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{held("demo", "echo", ips, "east", "west")}}))
+	must(west.ApplyHeld(&federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{held("demo", "echo", ips, "east")}}))
+	if got := view(t, r, "demo/echo").Ready; !slices.Equal(got, []federation.ClusterID{"east"}) {
+		t.Fatalf("ready %v, want east only (west's ServiceImport does not list west yet)", got)
+	}
+	must(west.ApplyHeld(&federationpb.ImportsHeld{Imports: []*federationpb.HeldImport{held("demo", "echo", ips, "east", "west")}}))
+	if got := view(t, r, "demo/echo").Ready; !slices.Equal(got, []federation.ClusterID{"east", "west"}) {
+		t.Fatalf("ready %v, want both", got)
+	}
+	// A third importer that has no namespace demo holds nothing, by
+	// design: it does not hold the exports back. One that has not
+	// reported does.
+	north := r.Connect("north", "")
+	north.SetImporter()
+	if got := view(t, r, "demo/echo").Ready; len(got) != 0 {
+		t.Fatalf("ready %v with an importer that has not reported", got)
+	}
+	must(north.ApplyHeld(&federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{{Namespace: "demo", Name: "echo", NoNamespace: true}}}))
+	if got := view(t, r, "demo/echo").Ready; len(got) != 2 {
+		t.Fatalf("ready %v, want both again", got)
+	}
+}
+
+func TestImportsHeldRejectsBadReports(t *testing.T) {
+	r := New(Config{})
+	c := r.Connect("east", "")
+	for _, tc := range []struct {
+		h    *federationpb.HeldImport
+		want string
+	}{
+		{&federationpb.HeldImport{Namespace: "demo", Name: "Bad_Name"}, "name"},
+		{&federationpb.HeldImport{Namespace: "demo", Name: "echo", Ips: []string{"not-an-ip"}}, `ips[0]: "not-an-ip" is not an IP address`},
+		{&federationpb.HeldImport{Namespace: "demo", Name: "echo", Ips: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}}, "more than 2"},
+		{&federationpb.HeldImport{Namespace: "demo", Name: "echo", NoNamespace: true, Clusters: []string{"east"}}, "does not exist"},
+	} {
+		err := c.ApplyHeld(&federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{tc.h}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `cluster "east"`) {
+			t.Errorf("ApplyHeld(%v) = %v, want an error naming the cluster and %q", tc.h, err, tc.want)
+		}
+	}
+}
