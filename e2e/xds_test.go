@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
+	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/echo"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/spoke/shard"
@@ -100,11 +102,18 @@ func xdsClient(t *testing.T, xdsAddr, id, cluster, network, region, zone string)
 // xDS resolver configured by a bootstrap.
 func xdsClientWith(t *testing.T, bootstrap string) healthpb.HealthClient {
 	t.Helper()
+	return xdsClientOf(t, bootstrap, "echo.demo.svc.cluster.local:8080")
+}
+
+// xdsClientOf dials xds:///target with grpc-go's xDS resolver configured
+// by a bootstrap.
+func xdsClientOf(t *testing.T, bootstrap, target string) healthpb.HealthClient {
+	t.Helper()
 	r, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient("xds:///echo.demo.svc.cluster.local:8080", grpc.WithResolvers(r),
+	conn, err := grpc.NewClient("xds:///"+target, grpc.WithResolvers(r),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +183,33 @@ func TestXDSGRPCClientFailsOverAcrossClusters(t *testing.T) {
 	if len(proxies) != 1 || proxies[0].Cluster != "east" || proxies[0].Network != "net1" || len(proxies[0].Types) != 4 {
 		t.Errorf("/debug/proxies = %+v, want the one client with its cluster, network and four types", proxies)
 	}
+}
+
+// A client that dials an MCS import's ClusterSetIP reaches the import's
+// endpoints in every cluster, as one that dials its clusterset hostname.
+func TestXDSGRPCClientDialsClustersetIP(t *testing.T) {
+	f := startXDSFleet(t)
+	f.cluster(t, "east", "net1", "z-east", nil, startBackend(t, "127.0.0.34", "east"))
+	f.cluster(t, "west", "net1", "z-west", nil, startBackend(t, "127.0.0.44", "west"))
+	s := await(t, f.hub.Registry(), "echo with a ClusterSetIP in both clusters", func(s *registry.Snapshot) bool {
+		v, ok := s.Service("demo/echo")
+		return ok && len(v.Clusters) == 2 && len(v.ClustersetIPs) == 1
+	})
+	v, _ := s.Service("demo/echo")
+	vip := v.ClustersetIPs[0]
+	if !netip.MustParsePrefix("240.242.0.0/16").Contains(vip) {
+		t.Fatalf("ClusterSetIP %s outside the default pool", vip)
+	}
+	bootstrap := fmt.Sprintf(`{
+		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["ignore_resource_deletion"]}],
+		"node": {"id": "client-vip", "locality": {"region": "r-east", "zone": "z-east"}, "metadata": {"CLUSTER_ID": "east", "NETWORK": "net1"}}
+	}`, f.hub.XDSAddr().String())
+	c := xdsClientOf(t, bootstrap, netip.AddrPortFrom(vip, 8080).String())
+	eventually(t, c, "east")
+	// East's endpoint goes: the ClusterSetIP fails over to west, as the
+	// clusterset hostname does.
+	f.setEndpoints("east", "net1", "z-east", nil)
+	eventually(t, c, "west")
 }
 
 func TestXDSSplitHorizonThroughGateway(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/hub/clustersetip"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/debughttp"
 )
@@ -23,6 +24,7 @@ import (
 type Source interface {
 	Status() []registry.ClusterStatus
 	Current() *registry.Snapshot
+	ClustersetIPCollisions() []clustersetip.Collision
 }
 
 var _ Source = (*registry.Registry)(nil)
@@ -63,7 +65,7 @@ func HandlerWithOptions(src Source, gatherer prometheus.Gatherer, ready func() b
 		writeJSON(w, ClustersResponse{Clusters: src.Status()})
 	})
 	mux.HandleFunc("GET /debug/services", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, servicesResponse(src.Current()))
+		writeJSON(w, servicesResponse(src.Current(), src.ClustersetIPCollisions()))
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if opts.Healthy != nil {
@@ -115,7 +117,16 @@ type Service struct {
 	Type               string                `json:"type"`
 	Ports              []Port                `json:"ports"`
 	Conflicts          []federation.Conflict `json:"conflicts,omitempty"`
-	Clusters           []ServiceCluster      `json:"clusters"`
+	// The MCS import's decisions: its ClusterSetIPs (or why one is
+	// missing), and the exporting clusters whose export every member
+	// cluster holds (their ServiceExports are Ready).
+	ClustersetIPs []string               `json:"clustersetIPs,omitempty"`
+	IPError       string                 `json:"ipError,omitempty"`
+	Ready         []federation.ClusterID `json:"ready,omitempty"`
+	// Collisions are ClusterSetIPs the import's clusters held that an
+	// older import holds: the import got others.
+	Collisions []string         `json:"collisions,omitempty"`
+	Clusters   []ServiceCluster `json:"clusters"`
 }
 
 // Port is a service port.
@@ -161,7 +172,7 @@ func protocolName(p federationpb.Protocol) string {
 	}
 }
 
-func servicesResponse(s *registry.Snapshot) ServicesResponse {
+func servicesResponse(s *registry.Snapshot, collisions []clustersetip.Collision) ServicesResponse {
 	out := ServicesResponse{Revision: s.Revision(), Services: []Service{}}
 	for _, v := range s.Services() {
 		svc := Service{
@@ -170,6 +181,17 @@ func servicesResponse(s *registry.Snapshot) ServicesResponse {
 		}
 		for _, p := range v.Ports {
 			svc.Ports = append(svc.Ports, Port{Name: p.GetName(), Port: p.GetPort(), Protocol: protocolName(p.GetProtocol())})
+		}
+		for _, ip := range v.ClustersetIPs {
+			if ip.IsValid() {
+				svc.ClustersetIPs = append(svc.ClustersetIPs, ip.String())
+			}
+		}
+		svc.IPError, svc.Ready = v.IPError, v.Ready
+		for _, c := range collisions {
+			if c.Loser == v.Key {
+				svc.Collisions = append(svc.Collisions, c.String())
+			}
 		}
 		for _, c := range v.Clusters {
 			sc := ServiceCluster{Cluster: c.Cluster, Network: c.Network, ClusterIPs: c.Service.GetClusterIps(), Stale: c.Stale, Endpoints: []Endpoint{}}

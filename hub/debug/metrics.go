@@ -12,6 +12,9 @@ import (
 //	meshfed_hub_cluster_state{cluster,state}               1 for the cluster's state, 0 for the others
 //	meshfed_hub_cluster_last_seen_timestamp_seconds{cluster} when the hub last heard from its spoke
 //	meshfed_hub_policy_refusals_total{cluster}              updates refused by the cluster policy
+//	meshfed_hub_imports                                     MCS imports (services exported with a ServiceExport)
+//	meshfed_hub_import_ip_errors                            imports lacking a ClusterSetIP (--clusterset-cidr exhausted)
+//	meshfed_hub_clusterset_ip_collisions                    ClusterSetIPs held for two imports (the older keeps it)
 type ClusterCollector struct{ src Source }
 
 // NewClusterCollector returns a collector over src's status.
@@ -24,6 +27,12 @@ var (
 		"When the hub last heard from a cluster's spoke (now while its stream is up).", []string{"cluster"}, nil)
 	policyRefusalsDesc = prometheus.NewDesc("meshfed_hub_policy_refusals_total",
 		"Shard updates of a cluster refused because the cluster policy does not allow something in them (the Nack and the hub's log name the object and field).", []string{"cluster"}, nil)
+	importsDesc = prometheus.NewDesc("meshfed_hub_imports",
+		"MCS imports: services some cluster exports with a ServiceExport, each a ServiceImport in every member cluster.", nil, nil)
+	importIPErrorsDesc = prometheus.NewDesc("meshfed_hub_import_ip_errors",
+		"MCS imports lacking a ClusterSetIP of a family they need (its --clusterset-cidr is exhausted, or none is given); /debug/services says which.", nil, nil)
+	collisionsDesc = prometheus.NewDesc("meshfed_hub_clusterset_ip_collisions",
+		"ClusterSetIPs the member clusters hold for two imports: the older import keeps each, the other got a new one (/debug/services names them).", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -31,6 +40,9 @@ func (c *ClusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- clusterStateDesc
 	ch <- clusterLastSeenDesc
 	ch <- policyRefusalsDesc
+	ch <- importsDesc
+	ch <- importIPErrorsDesc
+	ch <- collisionsDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -50,4 +62,18 @@ func (c *ClusterCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(policyRefusalsDesc, prometheus.CounterValue, float64(st.PolicyRefusals), id)
 	}
+	if snap := c.src.Current(); snap != nil {
+		imports, ipErrors := 0, 0
+		for _, v := range snap.Services() {
+			if v.IsImport() {
+				imports++
+				if v.IPError != "" {
+					ipErrors++
+				}
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(importsDesc, prometheus.GaugeValue, float64(imports))
+		ch <- prometheus.MustNewConstMetric(importIPErrorsDesc, prometheus.GaugeValue, float64(ipErrors))
+	}
+	ch <- prometheus.MustNewConstMetric(collisionsDesc, prometheus.GaugeValue, float64(len(c.src.ClustersetIPCollisions())))
 }

@@ -236,6 +236,29 @@ func goldenCases() []goldenCase {
 			},
 		},
 		{
+			// An MCS import's ClusterSetIPs: listeners a client that dials
+			// xds:///<ip>:<port> asks for, routed as the clusterset hostname.
+			name: "mcs-clusterset-ips",
+			service: withClustersetIPs(merged(
+				export("east", "net-1", withService(func(s *federationpb.Service) {
+					s.Export.Source = federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT
+				}), pod("10.1.0.1", "r1", "z1")),
+			), "240.242.0.5", "fd6d:6673:6574::5"),
+			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
+			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
+			check: func(t *testing.T, out *output) {
+				t.Helper()
+				var names []string
+				for _, l := range out.listeners {
+					names = append(names, l.GetName())
+				}
+				want := []string{"echo.demo.svc.cluster.local:8080", "echo.demo.svc.clusterset.local:8080", "240.242.0.5:8080", "[fd6d:6673:6574::5]:8080"}
+				if diff := cmp.Diff(want, names); diff != "" {
+					t.Errorf("listener names (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
 			name: "readiness",
 			service: merged(
 				export("east", "net-east", svc,
@@ -379,6 +402,13 @@ func goldenCases() []goldenCase {
 			},
 		},
 	}
+}
+
+func withClustersetIPs(v *federation.ServiceView, ips ...string) *federation.ServiceView {
+	for _, ip := range ips {
+		v.ClustersetIPs = append(v.ClustersetIPs, netip.MustParseAddr(ip))
+	}
+	return v
 }
 
 func TestGolden(t *testing.T) {

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -21,6 +22,12 @@ func ClusterName(port uint32, hostname string) string {
 // dials xds:///<hostname>:<port>.
 func ListenerName(hostname string, port uint32) string {
 	return hostname + ":" + strconv.FormatUint(uint64(port), 10)
+}
+
+// VIPListenerName is the name of the api_listener of a (virtual IP,
+// port): "<ip>:<port>", with an IPv6 address in brackets.
+func VIPListenerName(ip netip.Addr, port uint32) string {
+	return netip.AddrPortFrom(ip, uint16(port)).String()
 }
 
 // Hostnames returns the names clients use for s: its cluster-local

@@ -52,30 +52,45 @@ func Clusters(s *federation.ServiceView) []*clusterv3.Cluster {
 
 // Listeners returns one api_listener per (hostname, port) of s: an HTTP
 // connection manager that fetches its routes over ADS (RDS) from the route
-// configuration of the same (hostname, port).
+// configuration of the same (hostname, port). An MCS import's
+// ClusterSetIPs get listeners too ("<ip>:<port>", what a client that
+// dials xds:///<ip>:<port> asks for), routed as its clusterset hostname.
 func Listeners(s *federation.ServiceView) []*listenerv3.Listener {
 	var out []*listenerv3.Listener
 	for _, h := range Hostnames(s) {
 		for _, p := range Ports(s) {
-			name := ListenerName(h, p.GetPort())
-			hcm := &hcmv3.HttpConnectionManager{
-				StatPrefix: name,
-				RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-					ConfigSource:    adsConfigSource(),
-					RouteConfigName: ClusterName(p.GetPort(), h),
-				}},
-				HttpFilters: []*hcmv3.HttpFilter{{
-					Name:       routerFilterName,
-					ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})},
-				}},
-			}
-			out = append(out, &listenerv3.Listener{
-				Name:        name,
-				ApiListener: &listenerv3.ApiListener{ApiListener: mustAny(hcm)},
-			})
+			out = append(out, listener(ListenerName(h, p.GetPort()), ClusterName(p.GetPort(), h)))
+		}
+	}
+	for _, ip := range s.ClustersetIPs {
+		if !ip.IsValid() {
+			continue // the family has none (its CIDR is exhausted)
+		}
+		for _, p := range Ports(s) {
+			out = append(out, listener(VIPListenerName(ip, p.GetPort()), ClusterName(p.GetPort(), s.ClustersetHostname)))
 		}
 	}
 	return out
+}
+
+// listener is an api_listener whose routes are the route configuration
+// named route.
+func listener(name, route string) *listenerv3.Listener {
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: name,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource:    adsConfigSource(),
+			RouteConfigName: route,
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{
+			Name:       routerFilterName,
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})},
+		}},
+	}
+	return &listenerv3.Listener{
+		Name:        name,
+		ApiListener: &listenerv3.ApiListener{ApiListener: mustAny(hcm)},
+	}
 }
 
 // Routes returns one route configuration per (hostname, port) of s, named
@@ -87,11 +102,21 @@ func Routes(s *federation.ServiceView) []*routev3.RouteConfiguration {
 	for _, h := range Hostnames(s) {
 		for _, p := range Ports(s) {
 			name := ClusterName(p.GetPort(), h)
+			domains := []string{ListenerName(h, p.GetPort()), h}
+			if h == s.ClustersetHostname {
+				// A client that dialled a ClusterSetIP sends it as its
+				// authority.
+				for _, ip := range s.ClustersetIPs {
+					if ip.IsValid() {
+						domains = append(domains, VIPListenerName(ip, p.GetPort()))
+					}
+				}
+			}
 			out = append(out, &routev3.RouteConfiguration{
 				Name: name,
 				VirtualHosts: []*routev3.VirtualHost{{
 					Name:    ListenerName(h, p.GetPort()),
-					Domains: []string{ListenerName(h, p.GetPort()), h},
+					Domains: domains,
 					Routes: []*routev3.Route{{
 						Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 						Action: &routev3.Route_Route{Route: &routev3.RouteAction{

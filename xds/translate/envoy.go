@@ -43,6 +43,9 @@ func shapeOf(v *federation.ServiceView) string {
 	for _, p := range resources.Ports(v) {
 		fmt.Fprintf(&b, "%s/%d/%d;", p.GetName(), p.GetPort(), p.GetProtocol())
 	}
+	for _, ip := range v.ClustersetIPs {
+		b.WriteString(ip.String() + ";")
+	}
 	return b.String()
 }
 

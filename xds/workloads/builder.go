@@ -399,6 +399,18 @@ func (b *Builder) serviceItems(key string, v *federation.ServiceView, s Snapshot
 	return items
 }
 
+// networks returns the clusterset's networks, sorted.
+func (b *Builder) networks() []federation.NetworkID {
+	var out []federation.NetworkID
+	for _, c := range b.clusters {
+		if !slices.Contains(out, c.Network) {
+			out = append(out, c.Network)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func hostnames(v *federation.ServiceView) []string {
 	if v.ClustersetHostname != "" && v.ClustersetHostname != v.Hostname {
 		return []string{v.Hostname, v.ClustersetHostname}
@@ -409,7 +421,23 @@ func hostnames(v *federation.ServiceView) []string {
 func (b *Builder) service(v *federation.ServiceView, host string, s Snapshot) *workloadapi.Address {
 	svc := &workloadapi.Service{Name: v.Name, Namespace: v.Namespace, Hostname: host}
 	seen := map[string]bool{}
+	if host == v.ClustersetHostname && len(v.ClustersetIPs) > 0 {
+		// An MCS import's VIPs are its ClusterSetIPs, the same in every
+		// cluster: a ztunnel looks a VIP up on its own network, so they
+		// are listed on each network of the clusterset.
+		for _, n := range b.networks() {
+			for _, a := range v.ClustersetIPs {
+				if a.IsValid() {
+					svc.Addresses = append(svc.Addresses, &workloadapi.NetworkAddress{Network: string(n), Address: a.AsSlice()})
+				}
+			}
+		}
+		seen = nil
+	}
 	for _, c := range v.Clusters {
+		if seen == nil {
+			break
+		}
 		for _, ip := range c.Service.GetClusterIps() {
 			a, err := netip.ParseAddr(ip)
 			if err != nil || seen[string(c.Network)+"/"+ip] {

@@ -3,6 +3,7 @@ package workloads
 import (
 	"cmp"
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -267,4 +268,34 @@ func TestEndpointsBeforeWorkload(t *testing.T) {
 		}
 	}
 	t.Error("the late workload was not produced")
+}
+
+// An MCS import's clusterset hostname has the ClusterSetIPs as its VIPs,
+// on every network (a ztunnel looks a VIP up on its own); the
+// cluster-local hostname keeps each cluster's cluster IPs.
+func TestClustersetIPs(t *testing.T) {
+	f := fleet(defaultPods...)
+	f.services["demo/echo"].ClustersetIPs = []netip.Addr{netip.MustParseAddr("240.242.0.5"), netip.MustParseAddr("fd6d:6673:6574::5")}
+	items := NewBuilder("cluster.local").Push(f, nil, nil, true)
+	addrs := func(name string) []string {
+		for _, it := range items {
+			if it.Name == name {
+				var out []string
+				for _, a := range it.Message.(*workloadapi.Address).GetService().GetAddresses() {
+					ip, _ := netip.AddrFromSlice(a.GetAddress())
+					out = append(out, a.GetNetwork()+"/"+ip.String())
+				}
+				return out
+			}
+		}
+		t.Fatalf("no item %s", name)
+		return nil
+	}
+	want := []string{"net-a/240.242.0.5", "net-a/fd6d:6673:6574::5", "net-b/240.242.0.5", "net-b/fd6d:6673:6574::5"}
+	if got := addrs("demo/echo.demo.svc.clusterset.local"); !slices.Equal(got, want) {
+		t.Errorf("clusterset hostname's addresses %v, want %v", got, want)
+	}
+	if got, want := addrs("demo/echo.demo.svc.cluster.local"), []string{"net-a/10.96.0.1", "net-b/10.97.0.1"}; !slices.Equal(got, want) {
+		t.Errorf("cluster-local hostname's addresses %v, want %v", got, want)
+	}
 }
