@@ -48,6 +48,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
+	t.Helper()
 	r := registry.New(registry.Config{})
 	return &fixture{t: t, reg: r, east: r.Connect("east", ""), west: r.Connect("west", ""), version: map[*registry.Conn]uint64{}}
 }
