@@ -1,6 +1,8 @@
 package federation
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +82,84 @@ func TestTagEndpoints(t *testing.T) {
 	got := TagEndpoints("east", "n1", []*federationpb.Endpoint{a, b})
 	if got[0].GetAddress() != "10.0.0.0" || got[0].Network != "other" || got[1].Network != "n1" || got[1].Cluster != "east" {
 		t.Errorf("tagged %+v", got)
+	}
+}
+
+// Every property MCS copies from the oldest export into the import is a
+// conflict of its own when an export differs, named by its reason, and
+// the oldest export's value is the import's.
+func TestMergeServiceConflictPerProperty(t *testing.T) {
+	kv := func(k, v string) []*federationpb.KeyValue { return []*federationpb.KeyValue{{Key: k, Value: v}} }
+	for _, tc := range []struct {
+		reason string
+		edit   func(*federationpb.Service)
+	}{
+		{ReasonTypeConflict, func(s *federationpb.Service) { s.Type = federationpb.ServiceType_SERVICE_TYPE_HEADLESS }},
+		{ReasonPortConflict, func(s *federationpb.Service) { s.Ports[0].Port = 9090 }},
+		{ReasonPortConflict, func(s *federationpb.Service) { s.Ports[0].Protocol = federationpb.Protocol_PROTOCOL_UDP }},
+		{ReasonPortConflict, func(s *federationpb.Service) { s.Ports[0].AppProtocol = "http2" }},
+		{ReasonSessionAffinityConflict, func(s *federationpb.Service) {
+			s.SessionAffinity = federationpb.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
+		}},
+		{ReasonSessionAffinityConfigConflict, func(s *federationpb.Service) { s.SessionAffinityTimeoutSeconds = 60 }},
+		{ReasonInternalTrafficPolicyConflict, func(s *federationpb.Service) { s.InternalTrafficPolicy = "Local" }},
+		{ReasonTrafficDistributionConflict, func(s *federationpb.Service) { s.TrafficDistribution = "PreferClose" }},
+		{ReasonIPFamilyConflict, func(s *federationpb.Service) {
+			s.IpFamilies = []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV6}
+		}},
+		{ReasonLabelsConflict, func(s *federationpb.Service) { s.Export.Labels = kv("tier", "web") }},
+		{ReasonAnnotationsConflict, func(s *federationpb.Service) { s.Export.Annotations = kv("owner", "team-a") }},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			// The differing export is the younger: the oldest (east) wins.
+			v := MergeService([]ClusterService{export("west", 0, tc.edit), export("east", time.Hour, nil), export("north", 2*time.Hour, nil)})
+			if len(v.Conflicts) != 1 || v.Conflicts[0].Reason != tc.reason || !slices.Equal(v.Conflicts[0].Clusters, []ClusterID{"west"}) {
+				t.Fatalf("conflicts %+v, want one %s of west", v.Conflicts, tc.reason)
+			}
+			if msg := v.Conflicts[0].Message; !strings.Contains(msg, "cluster west") || !strings.Contains(msg, "cluster north") {
+				t.Errorf("message %q names neither the differing cluster nor the oldest export's", msg)
+			}
+			if v.OldestCluster != "north" || v.Oldest.GetSessionAffinity() != federationpb.SessionAffinity_SESSION_AFFINITY_NONE ||
+				len(v.Oldest.GetExport().GetLabels()) != 0 || v.Type != federationpb.ServiceType_SERVICE_TYPE_CLUSTER_IP {
+				t.Errorf("the import follows %s, not the oldest export", v.OldestCluster)
+			}
+			// The same export, now the oldest, wins instead.
+			v = MergeService([]ClusterService{export("west", 3*time.Hour, tc.edit), export("east", time.Hour, nil)})
+			if v.OldestCluster != "west" || len(v.Conflicts) != 1 || !slices.Equal(v.Conflicts[0].Clusters, []ClusterID{"east"}) {
+				t.Errorf("with west oldest: oldest %s, conflicts %+v", v.OldestCluster, v.Conflicts)
+			}
+		})
+	}
+	t.Run("ties go to the lowest cluster ID", func(t *testing.T) {
+		v := MergeService([]ClusterService{export("west", 0, func(s *federationpb.Service) { s.TrafficDistribution = "PreferClose" }), export("east", 0, nil)})
+		if v.OldestCluster != "east" || v.Oldest.GetTrafficDistribution() != "" {
+			t.Errorf("oldest %s", v.OldestCluster)
+		}
+	})
+	t.Run("agreeing exports have no conflict", func(t *testing.T) {
+		same := func(s *federationpb.Service) {
+			s.SessionAffinity, s.SessionAffinityTimeoutSeconds = federationpb.SessionAffinity_SESSION_AFFINITY_CLIENT_IP, 30
+			s.Export.Labels = kv("tier", "web")
+		}
+		if v := MergeService([]ClusterService{export("west", 0, same), export("east", time.Hour, same)}); len(v.Conflicts) != 0 {
+			t.Errorf("conflicts %+v", v.Conflicts)
+		}
+	})
+}
+
+func TestImportFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		fams []federationpb.IPFamily
+		ips  []string
+		want []federationpb.IPFamily
+	}{
+		{fams: []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV6, federationpb.IPFamily_IP_FAMILY_IPV4}, want: []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV6, federationpb.IPFamily_IP_FAMILY_IPV4}},
+		{ips: []string{"fd00::1"}, want: []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV6}},
+		{want: []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV4}},
+	} {
+		v := MergeService([]ClusterService{export("east", 0, func(s *federationpb.Service) { s.IpFamilies, s.ClusterIps = tc.fams, tc.ips })})
+		if got := v.ImportFamilies(); !slices.Equal(got, tc.want) {
+			t.Errorf("families %v, cluster IPs %v: import families %v, want %v", tc.fams, tc.ips, got, tc.want)
+		}
 	}
 }

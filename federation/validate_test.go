@@ -77,6 +77,45 @@ func TestValidate(t *testing.T) {
 			s.Hostname = "echo.Demo.svc.cluster.local"
 			return ValidateService(s)
 		}, "namespace"},
+		{"service with every MCS property", func() error {
+			s := validService()
+			s.SessionAffinity, s.SessionAffinityTimeoutSeconds = federationpb.SessionAffinity_SESSION_AFFINITY_CLIENT_IP, 10800
+			s.InternalTrafficPolicy, s.TrafficDistribution = "Local", "PreferClose"
+			s.IpFamilies = []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV6, federationpb.IPFamily_IP_FAMILY_IPV4}
+			s.Export.Labels = []*federationpb.KeyValue{{Key: "app.kubernetes.io/part-of", Value: "shop"}, {Key: "tier", Value: "web"}}
+			s.Export.Annotations = []*federationpb.KeyValue{{Key: "owner", Value: "team a, on call"}}
+			return ValidateService(s)
+		}, ""},
+		{"service session affinity timeout over a day", func() error {
+			s := validService()
+			s.SessionAffinityTimeoutSeconds = 86401
+			return ValidateService(s)
+		}, "sessionAffinityTimeoutSeconds: 86401 is more than 86400"},
+		{"service unknown internal traffic policy", func() error {
+			s := validService()
+			s.InternalTrafficPolicy = "Node"
+			return ValidateService(s)
+		}, `internalTrafficPolicy: "Node" is neither Cluster nor Local`},
+		{"service duplicate IP family", func() error {
+			s := validService()
+			s.IpFamilies = []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV4, federationpb.IPFamily_IP_FAMILY_IPV4}
+			return ValidateService(s)
+		}, "ipFamilies[1]: duplicate IP family"},
+		{"service unsorted exported labels", func() error {
+			s := validService()
+			s.Export.Labels = []*federationpb.KeyValue{{Key: "tier", Value: "web"}, {Key: "app", Value: "x"}}
+			return ValidateService(s)
+		}, `export.labels[1].key: "app" is not after "tier"`},
+		{"service exported label value invalid", func() error {
+			s := validService()
+			s.Export.Labels = []*federationpb.KeyValue{{Key: "tier", Value: "not a label value"}}
+			return ValidateService(s)
+		}, "export.labels[0].value"},
+		{"service exported annotations too large", func() error {
+			s := validService()
+			s.Export.Annotations = []*federationpb.KeyValue{{Key: "big", Value: strings.Repeat("x", 17<<10)}}
+			return ValidateService(s)
+		}, "export.annotations: 17411 bytes is more than 16384"},
 		{"valid endpoint", func() error { return ValidateEndpoint(validEndpoint()) }, ""},
 		{"endpoint IPv6", func() error {
 			e := validEndpoint()

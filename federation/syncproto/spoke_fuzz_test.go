@@ -58,6 +58,27 @@ func welcomeMsg(w *federationpb.Welcome) *federationpb.HubMessage {
 	return &federationpb.HubMessage{Kind: &federationpb.HubMessage_Welcome{Welcome: w}}
 }
 
+func importsMsg(im *federationpb.Imports) *federationpb.HubMessage {
+	return &federationpb.HubMessage{Kind: &federationpb.HubMessage_Imports{Imports: im}}
+}
+
+// fuzzImports is an ImportsLink that keeps the sets it is given.
+type fuzzImports struct {
+	mu      sync.Mutex
+	sets    []*federationpb.Imports
+	changed chan struct{}
+}
+
+func (f *fuzzImports) Start() {}
+func (f *fuzzImports) Stop()  {}
+func (f *fuzzImports) Received(im *federationpb.Imports) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sets = append(f.sets, im)
+}
+func (f *fuzzImports) NextHeld(int) []*federationpb.ImportsHeld { return nil }
+func (f *fuzzImports) HeldChanged() <-chan struct{}              { return f.changed }
+
 func membersMsg(clusters ...string) *federationpb.HubMessage {
 	return &federationpb.HubMessage{Kind: &federationpb.HubMessage_Members{Members: &federationpb.Members{Clusters: clusters}}}
 }
@@ -95,6 +116,13 @@ func FuzzSpokeHubMessages(f *testing.F) {
 		{welcomeMsg(&federationpb.Welcome{}), {}, ack(7), nack(7, federationpb.NackCode(99))},
 		{ack(1)},
 		{membersMsg("east"), welcomeMsg(&federationpb.Welcome{})},
+		{
+			welcomeMsg(&federationpb.Welcome{}),
+			importsMsg(&federationpb.Imports{Version: 1, Full: true, More: true, Imports: []*federationpb.Import{{Namespace: "demo", Name: "echo"}}}),
+			importsMsg(&federationpb.Imports{Version: 1, Full: true, Imports: []*federationpb.Import{{Namespace: "demo", Name: "echo", Sources: []*federationpb.ImportSource{{Cluster: "west"}}}}}),
+			importsMsg(&federationpb.Imports{Version: 2, Removed: []string{"demo/echo"}}), ack(1),
+		},
+		{welcomeMsg(&federationpb.Welcome{}), importsMsg(&federationpb.Imports{Version: 1, More: true}), importsMsg(&federationpb.Imports{Version: 3})},
 		{},
 	} {
 		f.Add(encodeHubMessages(seed...))
@@ -137,10 +165,12 @@ func playHub(t *testing.T, data []byte) []string {
 	shard.push(2, false, []string{"10.0.0.3"})
 	shard.push(3, false, []string{"10.0.0.4"})
 	obs := &fuzzObserver{}
+	imports := &fuzzImports{changed: make(chan struct{})}
 	cfg := SpokeConfig{
 		ClusterID: "east", Build: "fuzz", MaxMessageBytes: 1 << 20,
 		WelcomeTimeout: time.Minute, AckTimeout: time.Minute,
 		NackBackoff: time.Second, MaxNackBackoff: 30 * time.Second, Clock: clk,
+		Imports: imports,
 	}
 	spoke := NewSpoke(cfg, shard, obs)
 	// Unbuffered: each message the hub sends is in the session's hands
@@ -209,6 +239,12 @@ func playHub(t *testing.T, data []byte) []string {
 		if !errors.Is(err, ErrNoWelcome) {
 			t.Fatalf("the first message is %T, and the session ended with %v, want ErrNoWelcome", msgs[0].GetKind(), err)
 		}
+	case errors.Is(err, ErrBadImports):
+		// Chunks of one imports set interleaved with another's: the
+		// session resets the stream.
+		if !slices.ContainsFunc(msgs, func(m *federationpb.HubMessage) bool { return m.GetImports() != nil }) {
+			t.Fatalf("the session ended with %v and no Imports was sent", err)
+		}
 	case !errors.Is(err, io.EOF):
 		// The hub only closes the stream: a session that ends for another
 		// reason took an answer for a failure it is not.
@@ -230,6 +266,16 @@ func playHub(t *testing.T, data []byte) []string {
 	if !ok {
 		t.Fatalf("the spoke keeps members %v, which no Members message announced", got)
 	}
+
+	// The link is handed whole sets only: never one whose last chunk is
+	// still to come.
+	imports.mu.Lock()
+	for _, set := range imports.sets {
+		if set.GetMore() {
+			t.Fatalf("the link was handed set %d before its last chunk", set.GetVersion())
+		}
+	}
+	imports.mu.Unlock()
 
 	obs.mu.Lock()
 	defer obs.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshfed/meshfed/federation"
@@ -167,4 +168,46 @@ func TestImportsHeldRejectsBadReports(t *testing.T) {
 			t.Errorf("ApplyHeld(%v) = %v, want an error naming the cluster and %q", tc.h, err, tc.want)
 		}
 	}
+}
+
+// FuzzApplyHeld applies arbitrary reports of imports held over a registry
+// with imports: it must never panic, a rejected report must change
+// nothing, and no two imports may ever share a ClusterSetIP.
+func FuzzApplyHeld(f *testing.F) {
+	seed, _ := proto.Marshal(&federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{
+		held("demo", "a", []string{"10.99.0.1"}, "east"), held("demo", "b", []string{"10.99.0.1", "fd00::1"}, "east", "west"),
+	}})
+	f.Add(seed)
+	seed, _ = proto.Marshal(&federationpb.ImportsHeld{Imports: []*federationpb.HeldImport{{Namespace: "demo", Name: "c", NoNamespace: true}}, Removed: []string{"demo/a"}})
+	f.Add(seed)
+	pools, err := clustersetip.ParsePools("10.99.0.0/29,fd00::/125")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var h federationpb.ImportsHeld
+		if proto.Unmarshal(data, &h) != nil {
+			return
+		}
+		r := New(Config{ClustersetPools: pools})
+		east := r.Connect("east", "")
+		east.SetImporter()
+		must(t, east.Apply("s", full("east", "n1", 1, []*federationpb.Service{exported("a", 3*time.Hour), exported("b", 2*time.Hour), exported("c", time.Hour)}, nil, nil)))
+		before := r.Current()
+		if err := east.ApplyHeld(&h); err != nil && r.Current() != before {
+			t.Fatalf("rejected report %v changed the registry", err)
+		}
+		seen := map[netip.Addr]string{}
+		for _, v := range r.Current().Services() {
+			for _, a := range v.ClustersetIPs {
+				if !a.IsValid() {
+					continue
+				}
+				if other, dup := seen[a]; dup {
+					t.Fatalf("%s and %s share %s", other, v.Key, a)
+				}
+				seen[a] = v.Key
+			}
+		}
+	})
 }

@@ -96,6 +96,32 @@ func TestService(t *testing.T) {
 			wantStatus: normalize.ExportStatus{Exported: true},
 		},
 		{
+			name: "what an MCS import copies: session affinity, traffic policy and distribution, IP families, exported labels and annotations",
+			in: inputs(service("shop", "cart", func(s *corev1.Service) {
+				s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+				s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
+				s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
+				s.Spec.TrafficDistribution = ptr.To("PreferClose")
+				s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+				s.Labels = map[string]string{"not": "exported"} // the Service's own labels never travel
+			}), func() *mcsv1beta1.ServiceExport {
+				se := serviceExport("shop", "cart")
+				se.Spec.ExportedLabels = map[string]string{"tier": "web", "app": "cart"}
+				se.Spec.ExportedAnnotations = map[string]string{"owner": "team-a"}
+				return se
+			}()),
+			ns:  "shop",
+			svc: "cart",
+			want: pbService("shop", "cart", byExport, t1, func(s *pb.Service) {
+				s.SessionAffinity, s.SessionAffinityTimeoutSeconds = pb.SessionAffinity_SESSION_AFFINITY_CLIENT_IP, 600
+				s.InternalTrafficPolicy, s.TrafficDistribution = "Local", "PreferClose"
+				s.IpFamilies = []pb.IPFamily{pb.IPFamily_IP_FAMILY_IPV4, pb.IPFamily_IP_FAMILY_IPV6}
+				s.Export.Labels = []*pb.KeyValue{{Key: "app", Value: "cart"}, {Key: "tier", Value: "web"}}
+				s.Export.Annotations = []*pb.KeyValue{{Key: "owner", Value: "team-a"}}
+			}),
+			wantStatus: normalize.ExportStatus{Exported: true},
+		},
+		{
 			name:       "ServiceExport wins over label and policy all",
 			in:         inputs(service("shop", "cart", labelled(exportLabel)), serviceExport("shop", "cart")),
 			opts:       all,
