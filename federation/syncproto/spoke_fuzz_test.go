@@ -77,7 +77,7 @@ func (f *fuzzImports) Received(im *federationpb.Imports) {
 	f.sets = append(f.sets, im)
 }
 func (f *fuzzImports) NextHeld(int) []*federationpb.ImportsHeld { return nil }
-func (f *fuzzImports) HeldChanged() <-chan struct{}              { return f.changed }
+func (f *fuzzImports) HeldChanged() <-chan struct{}             { return f.changed }
 
 func membersMsg(clusters ...string) *federationpb.HubMessage {
 	return &federationpb.HubMessage{Kind: &federationpb.HubMessage_Members{Members: &federationpb.Members{Clusters: clusters}}}
