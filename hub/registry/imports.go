@@ -149,6 +149,11 @@ func validateHeld(h *federationpb.ImportsHeld) error {
 // holdings a cluster reported changed), their ClusterSetIPs and Ready
 // exports, and adds the services whose decisions changed to next's
 // changes. Callers hold r.mu.
+//
+// It runs on every publish, so the common case (endpoints of services
+// changed, nothing else) allocates nothing beyond what it sets: the views
+// of changed services are new in next and not yet shared, so they are
+// filled in place.
 func (r *Registry) resolveImportsLocked(next *Snapshot, held map[string]struct{}) {
 	st := &r.imports
 	changed := next.changes.Services
@@ -171,23 +176,32 @@ func (r *Registry) resolveImportsLocked(next *Snapshot, held map[string]struct{}
 			reassign = true
 		}
 	}
-	importers := r.importersLocked()
-	importersChanged := !slices.Equal(importers, st.importers)
-	st.importers = importers
+	importersChanged := r.importersChangedLocked()
+	if importersChanged {
+		st.importers = r.importersLocked()
+	}
 	// A claim counts while its cluster is a member: a withdrawn
 	// cluster's no longer does.
 	reassign = reassign || len(held) > 0 || importersChanged
 
+	// The changed services' views are new: fill them in.
+	for _, key := range changed {
+		if v, ok := next.services.get(key); ok && v.IsImport() {
+			v.ClustersetIPs, v.IPError = st.result(key)
+			v.Ready = r.readyLocked(v, st.importers)
+		}
+	}
+	if !reassign && len(held) == 0 && !importersChanged {
+		return
+	}
+
+	// Other imports whose decisions may have changed: copied, as their
+	// views are shared with earlier snapshots.
 	touched := map[string]struct{}{}
 	if reassign {
 		results, collisions := clustersetip.Assign(st.pools, r.claimedLocked())
 		for key, res := range results {
 			if old, ok := st.assigned[key]; !ok || !sameResult(old, res) {
-				touched[key] = struct{}{}
-			}
-		}
-		for key := range st.assigned {
-			if _, ok := results[key]; !ok {
 				touched[key] = struct{}{}
 			}
 		}
@@ -202,26 +216,22 @@ func (r *Registry) resolveImportsLocked(next *Snapshot, held map[string]struct{}
 			touched[k] = struct{}{}
 		}
 	}
-	for _, k := range changed {
-		touched[k] = struct{}{}
-	}
-
-	var edit *cowEdit[*federation.ServiceView]
 	isChanged := make(map[string]bool, len(changed))
 	for _, k := range changed {
 		isChanged[k] = true
 	}
+	var edit *cowEdit[*federation.ServiceView]
 	for key := range touched {
 		v, ok := next.services.get(key)
 		if !ok || !v.IsImport() {
 			continue
 		}
-		var ips []netip.Addr
-		var ipErr string
-		if res, ok := st.assigned[key]; ok {
-			ips, ipErr = res.IPs, res.Err
+		ips, ipErr := st.result(key)
+		ready := r.readyLocked(v, st.importers)
+		if isChanged[key] {
+			v.ClustersetIPs, v.IPError, v.Ready = ips, ipErr, ready
+			continue
 		}
-		ready := r.readyLocked(v, importers)
 		if slices.Equal(ips, v.ClustersetIPs) && ipErr == v.IPError && slices.Equal(ready, v.Ready) {
 			continue
 		}
@@ -231,15 +241,22 @@ func (r *Registry) resolveImportsLocked(next *Snapshot, held map[string]struct{}
 			edit = newCowEdit(&next.services)
 		}
 		edit.set(key, &nv)
-		if !isChanged[key] {
-			next.changes.Services = append(next.changes.Services, key)
-			isChanged[key] = true
-		}
+		next.changes.Services = append(next.changes.Services, key)
 	}
 	if edit != nil {
 		next.services = edit.done()
 		slices.Sort(next.changes.Services)
 	}
+}
+
+// result returns an import's assigned ClusterSetIPs and why one is
+// missing.
+func (st *importsState) result(key string) ([]netip.Addr, string) {
+	res, ok := st.assigned[key]
+	if !ok {
+		return nil, ""
+	}
+	return res.IPs, res.Err
 }
 
 // ipImport returns the assignment input of a ClusterSetIP import, and
@@ -257,6 +274,21 @@ func ipImport(v *federation.ServiceView, ok bool) (clustersetip.Import, bool) {
 
 func sameResult(a, b clustersetip.Result) bool {
 	return a.Err == b.Err && slices.Equal(a.IPs, b.IPs)
+}
+
+// importersChangedLocked reports whether the importers differ from
+// those of the last resolve, without allocating.
+func (r *Registry) importersChangedLocked() bool {
+	n := 0
+	for id, s := range r.shards {
+		if s.importer && s.status.State != federation.Withdrawn {
+			if _, found := slices.BinarySearch(r.imports.importers, id); !found {
+				return true
+			}
+			n++
+		}
+	}
+	return n != len(r.imports.importers)
 }
 
 // importersLocked returns the clusters whose spokes write imports and
