@@ -48,15 +48,17 @@ test: test-assets ## Run every test with the race detector.
 test-e2e: test-assets ## Run the multi-cluster end-to-end tests only.
 	$(GO) test $(TESTFLAGS) ./e2e/...
 
-# kube-apiserver and etcd for internal/kubetest, built from the Go module
-# proxy by hack/testassets into a folder keyed by the versions its go.mod
-# files pin. The first build takes minutes; after that, nothing is done.
+# kube-apiserver and etcd for internal/kubetest, and coredns for
+# internal/dnstest, built from the Go module proxy by hack/testassets into a
+# folder keyed by the versions its go.mod files pin (coredns into a sibling
+# folder keyed by its own version, linked from this one: build.sh). The
+# first build takes minutes; after that, nothing is done.
 TESTASSETS_K8S  := $(shell awk '$$1 == "k8s.io/kubernetes" { print $$2; exit }' hack/testassets/kube-apiserver/go.mod)
 TESTASSETS_ETCD := $(shell awk '$$1 == "go.etcd.io/etcd/server/v3" { print $$2; exit }' hack/testassets/etcd/go.mod)
 TESTASSETS      := $(CURDIR)/.cache/testassets/k8s-$(TESTASSETS_K8S:v%=%)-etcd-$(TESTASSETS_ETCD:v%=%)
 
 .PHONY: test-assets
-test-assets: ## Build kube-apiserver and etcd for the tests (once, into .cache/testassets).
+test-assets: ## Build kube-apiserver, etcd and coredns for the tests (once, into .cache/testassets).
 	@hack/testassets/build.sh $(TESTASSETS)
 
 test test-e2e bench-e2e chaos: export KUBEBUILDER_ASSETS := $(TESTASSETS)
