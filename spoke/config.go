@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshfed/meshfed/internal/debughttp"
 	"github.com/meshfed/meshfed/internal/memlimit"
+	"github.com/meshfed/meshfed/spoke/leader"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/uplink"
 )
@@ -80,6 +81,11 @@ type Config struct {
 	// GCPercent is the garbage collector's target unless GOGC is set (0:
 	// Go's default, 100). [Command] applies it; New and Run do not read it.
 	GCPercent int
+	// LeaderElection, when enabled, lets several spokes run for the
+	// cluster: only the holder of a Lease streams to the hub and writes
+	// into the cluster. Its empty Namespace is the pod's, else
+	// SystemNamespace.
+	LeaderElection leader.Config
 }
 
 // DefaultGCPercent is the spoke's garbage collection target. A spoke runs
@@ -105,6 +111,7 @@ func DefaultConfig() Config {
 		AckTimeout:         uplink.DefaultAckTimeout,
 		MemoryLimitRatio:   memlimit.DefaultRatio,
 		GCPercent:          DefaultGCPercent,
+		LeaderElection:     leader.DefaultConfig(),
 	}
 }
 
@@ -135,6 +142,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	debughttp.AddFlags(fs, &c.DebugCmdline, &c.DebugHosts)
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", c.MemoryLimitRatio, "share of the container's memory limit (cgroup) that becomes the Go soft memory limit, unless GOMEMLIMIT is set (0 turns this off)")
 	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "garbage collection target as GOGC, unless GOGC is set (0: Go's default, 100); lower trades CPU for memory")
+	c.LeaderElection.AddFlags(fs)
 }
 
 // Validate reports the problems in c.
@@ -176,6 +184,12 @@ func (c Config) Validate() error {
 	}
 	if c.GCPercent < 0 {
 		errs = append(errs, fmt.Errorf("--gc-percent %d is negative (0 keeps Go's default)", c.GCPercent))
+	}
+	if err := c.LeaderElection.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LeaderElection.Enabled && c.Manifests != "" {
+		errs = append(errs, errors.New("--leader-elect needs a Kubernetes source, which holds the Lease: not --manifests"))
 	}
 	return errors.Join(errs...)
 }

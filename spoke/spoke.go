@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -54,13 +55,25 @@ type Spoke struct {
 	// for the source to write into the cluster; nil when the source
 	// writes none (a directory of manifests).
 	imports *imports.Store
+	// election is nil without --leader-elect; synced: the source has
+	// delivered its caches' content.
+	election *election
+	synced   atomic.Bool
 }
 
 // Ready reports whether the spoke has federated its cluster: its caches
 // synced and a hub replica acknowledged the full state (/readyz). It stays
 // true while hubs come and go: the spoke's own work is done, and a hub
-// replica that lost it is asked for again by the spoke.
-func (s *Spoke) Ready() bool { return s.ready.Load() }
+// replica that lost it is asked for again by the spoke. A standby (under
+// --leader-elect) is ready once its caches have synced: it can take over
+// at once, and the pod's readiness gates only rollouts, which must not
+// wait on a standby for what only the leader does.
+func (s *Spoke) Ready() bool {
+	if !s.election.leading() {
+		return s.synced.Load()
+	}
+	return s.ready.Load()
+}
 
 // source is where the cluster's objects come from.
 type source interface {
@@ -90,7 +103,11 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 			return nil, err
 		}
 	}
-	src, err := newSource(cfg, log.With("component", "source"))
+	el, err := newElection(cfg, log.With("component", "leader"))
+	if err != nil {
+		return nil, err
+	}
+	src, err := newSource(cfg, log.With("component", "source"), el.holdWrites()...)
 	if err != nil {
 		return nil, err
 	}
@@ -100,20 +117,21 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	}
 	metrics := prometheus.NewRegistry()
 	uplinks := uplink.NewMetrics()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), uplinks, version.NewCollector())
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), uplinks, version.NewCollector(), leaderGauge(el))
 	if !cfg.Insecure {
 		metrics.MustRegister(pki.NewExpiryCollector("meshfed_spoke", map[string]pki.Expiring{"federation": kp, "ca": cas}))
 	}
 	t := shard.NewTracker()
 	s := &Spoke{
-		cfg:     cfg,
-		log:     log,
-		tracker: t,
-		builder: shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), builderOptions(src, metrics)...),
-		source:  src,
-		metrics: metrics,
-		keyPair: kp,
-		cas:     cas,
+		cfg:      cfg,
+		log:      log,
+		tracker:  t,
+		builder:  shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), builderOptions(src, metrics)...),
+		source:   src,
+		metrics:  metrics,
+		keyPair:  kp,
+		cas:      cas,
+		election: el,
 	}
 	members := &syncproto.Members{}
 	s.hubs = &hubSet{
@@ -231,10 +249,12 @@ func (s *Spoke) Run(ctx context.Context) error {
 	g.Go(func() error {
 		return s.source.Run(ctx, func(in normalize.Inputs, changes []normalize.Change) {
 			s.builder.Apply(in, changes)
+			s.synced.Store(true)
 		})
 	})
 	g.Go(func() error { return s.builder.Run(ctx) })
-	g.Go(func() error { return s.hubs.Run(ctx) })
+	// Only the leader streams to the hub.
+	g.Go(func() error { return s.election.run(ctx, s.hubs.Run) })
 	if s.cfg.DebugAddr != "" {
 		lis, err := net.Listen("tcp", s.cfg.DebugAddr)
 		if err != nil {
@@ -250,11 +270,28 @@ func (s *Spoke) Run(ctx context.Context) error {
 }
 
 // newSource returns the source cfg selects (Validate has checked that it
-// selects one).
-func newSource(cfg Config, log *slog.Logger) (source, error) {
+// selects one); wrap wraps the transport of a Kubernetes source.
+func newSource(cfg Config, log *slog.Logger, wrap ...transport.WrapperFunc) (source, error) {
 	if cfg.Manifests != "" {
 		return file.New(cfg.Manifests, log), nil
 	}
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range wrap {
+		rc.Wrap(w)
+	}
+	src, err := kube.NewForConfig(rc, kube.Config{Options: cfg.normalizeOptions()}, log)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes source: %w", err)
+	}
+	return src, nil
+}
+
+// restConfig returns the config of the API server of cfg's Kubernetes
+// source: --kubeconfig's, or the pod's.
+func restConfig(cfg Config) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
 	if cfg.Kubeconfig != "" {
@@ -265,9 +302,5 @@ func newSource(cfg Config, log *slog.Logger) (source, error) {
 		return nil, fmt.Errorf("in-cluster Kubernetes config: %w", err)
 	}
 	rc.QPS, rc.Burst = float32(cfg.KubeQPS), cfg.KubeBurst // 0: the source's defaults
-	src, err := kube.NewForConfig(rc, kube.Config{Options: cfg.normalizeOptions()}, log)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes source: %w", err)
-	}
-	return src, nil
+	return rc, nil
 }
