@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -113,7 +114,7 @@ func TestChartsOnAPIServer(t *testing.T) {
 	if !t.Run("the spoke's token is bound by RBAC", func(t *testing.T) {
 		sa.checkIdentity(t)
 		sa.checkEnforced(t)
-		api.checkOnlyChartGrants(t, account, chart.bindings)
+		api.checkOnlyChartGrants(t, account, chart.bindings, nil)
 		sa.awaitAuthorization(t, grants, true)
 	}) {
 		return
@@ -200,6 +201,125 @@ func TestChartsOnAPIServer(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// Several spokes for one cluster elect a leader: the renderings that
+	// run more than one pod, applied as upgrades would (which also
+	// restores the ClusterRole), add a Role for the Lease.
+	var elect rendered
+	for _, name := range []string{"spoke-daemonset", "spoke-replicas"} {
+		t.Run(name, func(t *testing.T) {
+			out := renderChart(t, h, name, "meshfed-spoke")
+			api.applyRendered(t, out)
+			elect = parse(t, out)
+			api.checkStored(t, elect)
+		})
+	}
+	if len(elect.roles) != 1 || len(elect.roleBindings) != 1 {
+		t.Fatalf("got %d Roles and %d RoleBindings, want one each", len(elect.roles), len(elect.roleBindings))
+	}
+	leaseRole := elect.roles[0]
+	leaseGrants := rbacGrants(leaseRole.Rules, leaseRole.Namespace)
+	if !t.Run("the spoke's token is bound by RBAC, with the Lease's Role", func(t *testing.T) {
+		api.checkOnlyChartGrants(t, account, elect.bindings, elect.roleBindings)
+		sa.awaitAuthorization(t, slices.Concat(grants, leaseGrants), true)
+		// The Role grants the chart's Lease alone, in the release's namespace alone.
+		sa.awaitAuthorization(t, []grant{
+			{group: "coordination.k8s.io", resource: "leases", verb: "get", namespace: leaseRole.Namespace, name: "another"},
+			{group: "coordination.k8s.io", resource: "leases", verb: "create", namespace: "kube-system"},
+		}, false)
+	}) {
+		return
+	}
+
+	t.Run("spokes elect a leader with the chart's RBAC", func(t *testing.T) {
+		api.createEcho(t, "demo-elect", "10.3.0.1")
+		a := startSpokeArgs(t, sa.kubeconfig, hb.addr, "east-elect", electArgs)
+		b := startSpokeArgs(t, sa.kubeconfig, hb.addr, "east-elect", electArgs)
+		var leader, standby *spokeProcess
+		poll(t, "a spoke to lead and the hub to have its cluster", func() bool {
+			switch {
+			case a.logged(t, msgLeading) && b.logged(t, msgLeading):
+				t.Fatal("both spokes lead")
+			case a.logged(t, msgLeading):
+				leader, standby = a, b
+			case b.logged(t, msgLeading):
+				leader, standby = b, a
+			}
+			return leader != nil && hb.hasEndpoint("east-elect", "n1", "demo-elect/echo", "10.3.0.1")
+		}, nil)
+		if c := hb.status("east-elect"); c.Supersessions != 0 || c.DuplicateRefusals != 0 {
+			t.Errorf("hub status %+v: the standby streamed", c)
+		}
+		// A crash: no release, so the standby waits out the lease.
+		if err := leader.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		standby.eventually(t, "the standby to take over", func() bool { return standby.logged(t, msgLeading) })
+		took := time.Since(killed)
+		standby.eventually(t, "the hub to hear from the new leader", func() bool {
+			c := hb.status("east-elect")
+			return c.Connected && c.ConnectedSince.After(killed) && c.LastAck.After(c.ConnectedSince)
+		})
+		t.Logf("the standby led %v after the leader was killed (lease 3s, retry 250ms)", took.Round(time.Millisecond))
+		if !hb.hasEndpoint("east-elect", "n1", "demo-elect/echo", "10.3.0.1") {
+			t.Error("the hub lost the cluster's endpoint over the takeover")
+		}
+		for _, p := range []*spokeProcess{a, b} {
+			if d := p.denials(t); len(d) != 0 {
+				t.Errorf("the API server refused a spoke requests with the chart's RBAC:\n%s", strings.Join(d, "\n"))
+			}
+		}
+	})
+
+	// Each grant of the Lease's Role is needed: without it, the API server
+	// refuses the electing spoke the request that needs it. The Lease is
+	// deleted first, so that the spoke creates it (and can read it only
+	// once it exists).
+	for i, g := range leaseGrants {
+		t.Run("without "+g.String(), func(t *testing.T) {
+			weakened := leaseRole.DeepCopy()
+			weakened.Rules = g.revokedFrom(leaseRole.Rules)
+			api.applyObject(t, toUnstructured(t, weakened))
+			sa.awaitAuthorization(t, []grant{g}, false)
+			err := api.Client.CoordinationV1().Leases(leaseRole.Namespace).Delete(t.Context(), "meshfed-spoke", metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+			if g.verb != "create" {
+				// The spoke gets before it creates: let it find one to get and update.
+				api.createLease(t, leaseRole.Namespace, "meshfed-spoke")
+			}
+			p := startSpokeArgs(t, sa.kubeconfig, hb.addr, fmt.Sprintf("weak-lease-%d", i), electArgs)
+			p.eventually(t, "the API server to refuse the spoke "+g.String(), func() bool {
+				return p.denied(t, g.verb, g.resource) != ""
+			})
+			if p.logged(t, msgLeading) {
+				t.Errorf("the spoke leads without %s", g)
+			}
+		})
+	}
+}
+
+// electArgs run a spoke under leader election on the spoke chart's Lease,
+// with short timings.
+var electArgs = []string{
+	"--leader-elect", "--leader-elect-namespace", namespace, "--leader-elect-lease-name", "meshfed-spoke",
+	"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "250ms",
+}
+
+// msgLeading is what a spoke logs when it takes the Lease.
+const msgLeading = "leading: this spoke streams to the hub and writes into the cluster"
+
+// createLease creates a Lease no one holds.
+func (a *apiServer) createLease(t *testing.T, ns, name string) {
+	t.Helper()
+	_, err := a.Client.CoordinationV1().Leases(ns).Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -447,6 +567,36 @@ func (a *apiServer) checkStored(t *testing.T, r rendered) {
 				gotPod.ServiceAccountName, *got.Spec.Replicas, wantPod.ServiceAccountName, *want.Spec.Replicas)
 		}
 	}
+	for _, want := range r.daemonSets {
+		got, err := a.Client.AppsV1().DaemonSets(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("DaemonSet %s: %v", want.Name, err)
+		}
+		if diff := cmp.Diff(want.Spec.Template.Spec.Containers[0].Args, got.Spec.Template.Spec.Containers[0].Args); diff != "" {
+			t.Errorf("DaemonSet %s: args (-rendered +stored):\n%s", want.Name, diff)
+		}
+		if diff := cmp.Diff(want.Spec.Template.Spec.NodeSelector, got.Spec.Template.Spec.NodeSelector); diff != "" {
+			t.Errorf("DaemonSet %s: nodeSelector (-rendered +stored):\n%s", want.Name, diff)
+		}
+	}
+	for _, want := range r.roles {
+		got, err := a.Client.RbacV1().Roles(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("Role %s: %v", want.Name, err)
+		}
+		if diff := cmp.Diff(want.Rules, got.Rules); diff != "" {
+			t.Errorf("Role %s rules (-rendered +stored):\n%s", want.Name, diff)
+		}
+	}
+	for _, want := range r.roleBindings {
+		got, err := a.Client.RbacV1().RoleBindings(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("RoleBinding %s: %v", want.Name, err)
+		}
+		if diff := cmp.Diff(want.Subjects, got.Subjects); diff != "" {
+			t.Errorf("RoleBinding %s subjects (-rendered +stored):\n%s", want.Name, diff)
+		}
+	}
 	for _, want := range r.accounts {
 		if _, err := a.Client.CoreV1().ServiceAccounts(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
 			t.Errorf("ServiceAccount %s: %v", want.Name, err)
@@ -477,9 +627,10 @@ func (a *apiServer) checkStored(t *testing.T, r rendered) {
 
 // checkOnlyChartGrants asserts that nothing but the chart's bindings names
 // the ServiceAccount or a group of ServiceAccounts it is in: what the
-// spoke may do then is the chart's ClusterRole, plus what the API server
-// grants every authenticated user (discovery, and reviews of itself).
-func (a *apiServer) checkOnlyChartGrants(t *testing.T, account corev1.ServiceAccount, chartBindings []rbacv1.ClusterRoleBinding) {
+// spoke may do then is the chart's ClusterRole (and Role, when it renders
+// one), plus what the API server grants every authenticated user
+// (discovery, and reviews of itself).
+func (a *apiServer) checkOnlyChartGrants(t *testing.T, account corev1.ServiceAccount, chartBindings []rbacv1.ClusterRoleBinding, chartRoleBindings []rbacv1.RoleBinding) {
 	t.Helper()
 	ctx := t.Context()
 	names := func(s rbacv1.Subject) bool {
@@ -513,7 +664,8 @@ func (a *apiServer) checkOnlyChartGrants(t *testing.T, account corev1.ServiceAcc
 		t.Fatal(err)
 	}
 	for _, b := range rbs.Items {
-		if slices.ContainsFunc(b.Subjects, names) {
+		chart := slices.ContainsFunc(chartRoleBindings, func(c rbacv1.RoleBinding) bool { return c.Namespace == b.Namespace && c.Name == b.Name })
+		if slices.ContainsFunc(b.Subjects, names) && !chart {
 			t.Errorf("RoleBinding %s/%s grants the spoke's ServiceAccount %s", b.Namespace, b.Name, b.RoleRef.Name)
 		}
 	}
@@ -649,26 +801,47 @@ func (sa *serviceAccount) checkEnforced(t *testing.T) {
 	}
 }
 
-// grant is one verb on one resource, as a SubjectAccessReview asks.
+// grant is one verb on one resource, as a SubjectAccessReview asks: in a
+// namespace ("": all, or a cluster-scoped resource), on a named object
+// ("": any).
 type grant struct {
 	group, resource, verb string
+	namespace, name       string
 }
 
 func (g grant) String() string {
-	if g.group == "" {
-		return g.verb + " " + g.resource
+	s := g.verb + " " + g.resource
+	if g.group != "" {
+		s += "." + g.group
 	}
-	return g.verb + " " + g.resource + "." + g.group
+	if g.name != "" {
+		s += " " + g.name
+	}
+	if g.namespace != "" {
+		s += " in " + g.namespace
+	}
+	return s
 }
 
-// rbacGrants lists the verbs that rules grant, one per resource.
-func rbacGrants(rules []rbacv1.PolicyRule) []grant {
+// rbacGrants lists the verbs that rules grant in namespace ("": a
+// ClusterRole's), one per resource and name.
+func rbacGrants(rules []rbacv1.PolicyRule, namespace ...string) []grant {
+	ns := ""
+	if len(namespace) > 0 {
+		ns = namespace[0]
+	}
 	var out []grant
 	for _, r := range rules {
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
 		for _, group := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, verb := range r.Verbs {
-					out = append(out, grant{group, res, verb})
+					for _, name := range names {
+						out = append(out, grant{group: group, resource: res, verb: verb, namespace: ns, name: name})
+					}
 				}
 			}
 		}
@@ -706,7 +879,9 @@ func (sa *serviceAccount) awaitAuthorization(t *testing.T, grants []grant, allow
 	for _, g := range grants {
 		res, sub, _ := strings.Cut(g.resource, "/")
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: g.group, Resource: res, Subresource: sub, Verb: g.verb},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Group: g.group, Resource: res, Subresource: sub, Verb: g.verb, Namespace: g.namespace, Name: g.name,
+			},
 		}}
 		poll(t, fmt.Sprintf("the authorizer to answer allowed=%t to %s", allowed, g), func() bool {
 			r, err := sa.client.AuthorizationV1().SelfSubjectAccessReviews().Create(t.Context(), review, metav1.CreateOptions{})
@@ -766,6 +941,16 @@ func (h *testHub) hasEndpoint(cluster federation.ClusterID, network federation.N
 	return false
 }
 
+// status returns the hub's status of a cluster (zero when it has none).
+func (h *testHub) status(cluster federation.ClusterID) registry.ClusterStatus {
+	for _, s := range h.reg.Status() {
+		if s.ID == cluster {
+			return s
+		}
+	}
+	return registry.ClusterStatus{}
+}
+
 var (
 	spokeBuild    sync.Once
 	spokeBin      string
@@ -798,6 +983,7 @@ func spokeBinary(t *testing.T) string {
 
 // spokeProcess is a running meshfed-spoke, killed when the test ends.
 type spokeProcess struct {
+	cmd  *exec.Cmd
 	log  string
 	done chan struct{} // closed when the process has exited
 	err  error         // how it exited, once done is closed
@@ -807,6 +993,12 @@ type spokeProcess struct {
 // added to the test's environment.
 func startSpoke(t *testing.T, kubeconfig, hubAddr, clusterID string, env ...string) *spokeProcess {
 	t.Helper()
+	return startSpokeArgs(t, kubeconfig, hubAddr, clusterID, nil, env...)
+}
+
+// startSpokeArgs is startSpoke with further arguments.
+func startSpokeArgs(t *testing.T, kubeconfig, hubAddr, clusterID string, args []string, env ...string) *spokeProcess {
+	t.Helper()
 	p := &spokeProcess{log: filepath.Join(t.TempDir(), "spoke.log"), done: make(chan struct{})}
 	f, err := os.Create(p.log)
 	if err != nil {
@@ -815,9 +1007,12 @@ func startSpoke(t *testing.T, kubeconfig, hubAddr, clusterID string, env ...stri
 	defer func() { _ = f.Close() }()
 	// Debug logs show the Event writes the spoke retries; JSON keeps the
 	// API server's error message intact for denied.
-	cmd := exec.Command(spokeBinary(t), "--kubeconfig", kubeconfig,
+	cmd := exec.Command(spokeBinary(t), slices.Concat([]string{
+		"--kubeconfig", kubeconfig,
 		"--insecure", "--cluster-id", clusterID, "--network", "n1", "--hub", hubAddr, "--export", "exported",
-		"--log-level", "debug", "--log-format", "json")
+		"--log-level", "debug", "--log-format", "json",
+	}, args)...)
+	p.cmd = cmd
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
@@ -843,6 +1038,22 @@ func (p *spokeProcess) tail() string {
 		b = b[len(b)-16<<10:]
 	}
 	return string(b)
+}
+
+// logged tells whether the spoke has logged msg.
+func (p *spokeProcess) logged(t *testing.T, msg string) bool {
+	t.Helper()
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range bytes.Lines(data) {
+		var rec struct{ Msg string }
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == msg {
+			return true
+		}
+	}
+	return false
 }
 
 // forbidden matches the API server's message for a request RBAC refuses.

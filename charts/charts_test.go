@@ -70,6 +70,9 @@ func TestCharts(t *testing.T) {
 		{name: "hub-bad-log-level", chart: "meshfed-hub", wantErr: `at '/log/level': value must be one of 'debug', 'info', 'warn', 'error'`},
 		{name: "spoke-bad-gateway-namespace", chart: "meshfed-spoke", wantErr: `at '/gatewayNamespaces/0'`},
 		{name: "spoke-bad-export", chart: "meshfed-spoke", wantErr: `at '/export': value must be one of 'exported', 'all'`},
+		{name: "spoke-bad-kind", chart: "meshfed-spoke", wantErr: `at '/kind': value must be one of 'Deployment', 'DaemonSet'`},
+		{name: "spoke-daemonset", chart: "meshfed-spoke", check: checkSpokeDaemonSet},
+		{name: "spoke-replicas", chart: "meshfed-spoke", check: checkSpokeReplicas},
 		{name: "spoke", chart: "meshfed-spoke", check: checkSpoke},
 		{name: "spoke-hub-list", chart: "meshfed-spoke", check: checkSpokeHubList},
 		{
@@ -198,11 +201,14 @@ func compareGolden(t *testing.T, path, got string) {
 // types (an unknown or misspelled field fails the test).
 type rendered struct {
 	deployments  []appsv1.Deployment
+	daemonSets   []appsv1.DaemonSet
 	services     []corev1.Service
 	accounts     []corev1.ServiceAccount
 	pdbs         []policyv1.PodDisruptionBudget
 	clusterRoles []rbacv1.ClusterRole
 	bindings     []rbacv1.ClusterRoleBinding
+	roles        []rbacv1.Role
+	roleBindings []rbacv1.RoleBinding
 	configMaps   []corev1.ConfigMap
 	certificates []certificate
 	crds         []apiextensionsv1.CustomResourceDefinition
@@ -234,6 +240,12 @@ func parse(t *testing.T, out string) rendered {
 		switch meta.Kind {
 		case "Deployment":
 			obj = decode(t, doc, &r.deployments)
+		case "DaemonSet":
+			obj = decode(t, doc, &r.daemonSets)
+		case "Role":
+			obj = decode(t, doc, &r.roles)
+		case "RoleBinding":
+			obj = decode(t, doc, &r.roleBindings)
 		case "Service":
 			obj = decode(t, doc, &r.services)
 		case "ServiceAccount":
@@ -279,6 +291,22 @@ func decode[T any, PT interface {
 	return PT(&v)
 }
 
+// workload is the chart's one Deployment or DaemonSet: its name, selector
+// and pod template.
+func (r rendered) workload(t *testing.T) (string, *metav1.LabelSelector, corev1.PodTemplateSpec) {
+	t.Helper()
+	switch {
+	case len(r.deployments) == 1 && len(r.daemonSets) == 0:
+		d := r.deployments[0]
+		return d.Name, d.Spec.Selector, d.Spec.Template
+	case len(r.deployments) == 0 && len(r.daemonSets) == 1:
+		d := r.daemonSets[0]
+		return d.Name, d.Spec.Selector, d.Spec.Template
+	}
+	t.Fatalf("got %d Deployments and %d DaemonSets, want one of them", len(r.deployments), len(r.daemonSets))
+	return "", nil, corev1.PodTemplateSpec{}
+}
+
 // checkCommon asserts what holds for every rendering of both charts.
 func checkCommon(t *testing.T, r rendered) {
 	t.Helper()
@@ -292,21 +320,19 @@ func checkCommon(t *testing.T, r rendered) {
 			}
 		}
 	}
-	if len(r.deployments) != 1 {
-		t.Fatalf("got %d Deployments, want 1", len(r.deployments))
-	}
-	for _, d := range r.deployments {
-		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	{
+		name, selector, template := r.workload(t)
+		sel, err := metav1.LabelSelectorAsSelector(selector)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
-			t.Errorf("Deployment %s: selector %s does not match its pod labels %v", d.Name, sel, d.Spec.Template.Labels)
+		if !sel.Matches(labels.Set(template.Labels)) {
+			t.Errorf("%s: selector %s does not match its pod labels %v", name, sel, template.Labels)
 		}
-		pod := d.Spec.Template.Spec
+		pod := template.Spec
 		if psc := pod.SecurityContext; psc == nil || !isTrue(psc.RunAsNonRoot) ||
 			psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-			t.Errorf("Deployment %s: pod securityContext %+v, want runAsNonRoot and seccomp RuntimeDefault", d.Name, psc)
+			t.Errorf("%s: pod securityContext %+v, want runAsNonRoot and seccomp RuntimeDefault", name, psc)
 		}
 		for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
 			sc := c.SecurityContext
@@ -316,7 +342,7 @@ func checkCommon(t *testing.T, r rendered) {
 				t.Errorf("container %s: securityContext %+v, want runAsNonRoot, readOnlyRootFilesystem, no privilege escalation, drop ALL", c.Name, sc)
 			}
 			image := hubImage
-			if strings.Contains(d.Name, "spoke") {
+			if strings.Contains(name, "spoke") {
 				image = spokeImage
 			}
 			if c.Image != image {
@@ -333,9 +359,10 @@ func checkCommon(t *testing.T, r rendered) {
 			}
 		}
 	}
+	_, _, template := r.workload(t)
 	for _, s := range r.services {
 		sel := labels.SelectorFromSet(s.Spec.Selector)
-		if !sel.Matches(labels.Set(r.deployments[0].Spec.Template.Labels)) {
+		if !sel.Matches(labels.Set(template.Labels)) {
 			t.Errorf("Service %s: selector %v does not select the pods", s.Name, s.Spec.Selector)
 		}
 		for _, p := range s.Spec.Ports {
@@ -596,19 +623,7 @@ func checkSpoke(t *testing.T, r rendered) {
 	if diff := cmp.Diff(spokeRules, role.Rules); diff != "" {
 		t.Errorf("spoke ClusterRole rules (-want +got):\n%s", diff)
 	}
-	for _, key := range []string{"ClusterRole/" + role.Name, "ClusterRoleBinding/" + binding.Name} {
-		if src := r.sources[key]; src != "meshfed-spoke/templates/clusterrole.yaml" {
-			t.Errorf("%s comes from %q, want templates/clusterrole.yaml", key, src)
-		}
-	}
-	wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}
-	wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: namespace}}
-	if diff := cmp.Diff(wantRef, binding.RoleRef); diff != "" {
-		t.Errorf("roleRef (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(wantSubjects, binding.Subjects); diff != "" {
-		t.Errorf("subjects (-want +got):\n%s", diff)
-	}
+	checkBinding(t, r, "ClusterRole", role.Name, binding.Name, binding.RoleRef, binding.Subjects, sa)
 
 	d := r.deployments[0]
 	pod := d.Spec.Template.Spec
@@ -629,15 +644,114 @@ func checkSpoke(t *testing.T, r rendered) {
 		}
 	}
 	checkFlags(t, spokeFlags(t, c.Args), map[string]string{
-		"debug-addr": ":8080",
-		"cluster-id": "east",
-		"network":    "network-east",
-		"hub":        "hub.example.com:9443",
-		"tls-cert":   tlsDir + "/tls.crt",
-		"tls-key":    tlsDir + "/tls.key",
-		"tls-ca":     tlsDir + "/ca.crt",
-		"export":     "exported",
+		"debug-addr":   ":8080",
+		"cluster-id":   "east",
+		"network":      "network-east",
+		"hub":          "hub.example.com:9443",
+		"tls-cert":     tlsDir + "/tls.crt",
+		"tls-key":      tlsDir + "/tls.key",
+		"tls-ca":       tlsDir + "/ca.crt",
+		"export":       "exported",
+		"leader-elect": "false",
 	})
+	if len(r.roles)+len(r.roleBindings) != 0 {
+		t.Errorf("%d Roles and %d RoleBindings for a lone spoke, which elects no leader", len(r.roles), len(r.roleBindings))
+	}
+}
+
+// checkBinding asserts that the role of kind (ClusterRole or Role) and its
+// binding come from templates/clusterrole.yaml, where every grant of the
+// spoke is, and that the binding gives that role to the ServiceAccount sa
+// alone.
+func checkBinding(t *testing.T, r rendered, kind, role, binding string, ref rbacv1.RoleRef, subjects []rbacv1.Subject, sa corev1.ServiceAccount) {
+	t.Helper()
+	for _, key := range []string{kind + "/" + role, kind + "Binding/" + binding} {
+		if src := r.sources[key]; src != "meshfed-spoke/templates/clusterrole.yaml" {
+			t.Errorf("%s comes from %q, want templates/clusterrole.yaml", key, src)
+		}
+	}
+	wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: role}
+	wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: namespace}}
+	if diff := cmp.Diff(wantRef, ref); diff != "" {
+		t.Errorf("%sBinding roleRef (-want +got):\n%s", kind, diff)
+	}
+	if diff := cmp.Diff(wantSubjects, subjects); diff != "" {
+		t.Errorf("%sBinding subjects (-want +got):\n%s", kind, diff)
+	}
+}
+
+// spokeLeaseRules is every permission on the leader election's Lease,
+// granted in the release's namespace alone: create it, read and renew it
+// by name (create cannot be restricted to a name).
+func spokeLeaseRules(name string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{name}, Verbs: []string{"get", "update"}},
+	}
+}
+
+// checkLeaderElection asserts a spoke rendering whose pods elect a leader:
+// the flags, with the Lease named after the release in its namespace and
+// lease timings, and the Role and RoleBinding that grant the Lease alone.
+// The ClusterRole is the lone spoke's.
+func checkLeaderElection(t *testing.T, r rendered, template corev1.PodTemplateSpec, durations [3]string) {
+	t.Helper()
+	checkFlags(t, spokeFlags(t, template.Spec.Containers[0].Args), map[string]string{
+		"leader-elect": "true", "leader-elect-lease-name": "meshfed-spoke", "leader-elect-namespace": namespace,
+		"leader-elect-lease-duration": durations[0], "leader-elect-renew-deadline": durations[1], "leader-elect-retry-period": durations[2],
+	})
+	if len(r.roles) != 1 || len(r.roleBindings) != 1 || len(r.accounts) != 1 || len(r.clusterRoles) != 1 {
+		t.Fatalf("got %d Roles, %d RoleBindings, %d ServiceAccounts and %d ClusterRoles, want one each",
+			len(r.roles), len(r.roleBindings), len(r.accounts), len(r.clusterRoles))
+	}
+	if diff := cmp.Diff(spokeRules, r.clusterRoles[0].Rules); diff != "" {
+		t.Errorf("spoke ClusterRole rules with leader election (-want +got):\n%s", diff)
+	}
+	role, binding, sa := r.roles[0], r.roleBindings[0], r.accounts[0]
+	if role.Namespace != namespace || binding.Namespace != namespace {
+		t.Errorf("Role in %q, RoleBinding in %q; want both in the release's namespace %q", role.Namespace, binding.Namespace, namespace)
+	}
+	if diff := cmp.Diff(spokeLeaseRules("meshfed-spoke"), role.Rules); diff != "" {
+		t.Errorf("spoke Role rules (-want +got):\n%s", diff)
+	}
+	checkBinding(t, r, "Role", role.Name, binding.Name, binding.RoleRef, binding.Subjects, sa)
+	if template.Spec.ServiceAccountName != sa.Name {
+		t.Errorf("the pods run as %q, not the ServiceAccount the Role is bound to", template.Spec.ServiceAccountName)
+	}
+}
+
+// checkSpokeDaemonSet: a spoke on the nodes that nodeSelector and
+// tolerations admit, rolled one node at a time, electing a leader.
+func checkSpokeDaemonSet(t *testing.T, r rendered) {
+	t.Helper()
+	if len(r.deployments) != 0 || len(r.daemonSets) != 1 {
+		t.Fatalf("got %d Deployments and %d DaemonSets, want a DaemonSet alone", len(r.deployments), len(r.daemonSets))
+	}
+	ds := r.daemonSets[0]
+	pod := ds.Spec.Template.Spec
+	if ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
+		t.Errorf("update strategy %+v, want a rolling update", ds.Spec.UpdateStrategy)
+	}
+	if pod.NodeSelector["node-role.kubernetes.io/infra"] != "" || len(pod.NodeSelector) != 1 ||
+		len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "node-role.kubernetes.io/infra" {
+		t.Errorf("nodeSelector %v, tolerations %+v; want the values' infra nodes", pod.NodeSelector, pod.Tolerations)
+	}
+	checkLeaderElection(t, r, ds.Spec.Template, [3]string{"15s", "10s", "2s"})
+}
+
+// checkSpokeReplicas: a Deployment of two spokes electing a leader, rolled
+// a pod at a time with none missing (the new pod is ready as a standby
+// before an old one goes), with the values' lease timings.
+func checkSpokeReplicas(t *testing.T, r rendered) {
+	t.Helper()
+	name, _, template := r.workload(t)
+	d := r.deployments[0]
+	st := d.Spec.Strategy
+	if *d.Spec.Replicas != 2 || st.Type != appsv1.RollingUpdateDeploymentStrategyType || st.RollingUpdate == nil ||
+		st.RollingUpdate.MaxSurge.IntValue() != 1 || st.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("Deployment %s: replicas %d, strategy %+v; want 2, rolling with maxSurge 1, maxUnavailable 0", name, *d.Spec.Replicas, st)
+	}
+	checkLeaderElection(t, r, template, [3]string{"30s", "20s", "4s"})
 }
 
 // hubFlags parses args as `meshfed hub` does and validates the result, so the
@@ -805,13 +919,13 @@ func checkPodMonitor(t *testing.T, r rendered) {
 		t.Fatalf("%d PodMonitors, want one", len(r.podMonitors))
 	}
 	pm := r.podMonitors[0]
-	d := r.deployments[0]
+	_, _, template := r.workload(t)
 	if pm.Labels["release"] != "prometheus" || len(pm.Spec.PodMetricsEndpoints) != 1 ||
 		pm.Spec.PodMetricsEndpoints[0].Port != "debug" || pm.Spec.PodMetricsEndpoints[0].Path != "/metrics" {
 		t.Errorf("PodMonitor %+v; want /metrics on the debug port, with the release label", pm)
 	}
 	for k, v := range pm.Spec.Selector.MatchLabels {
-		if d.Spec.Template.Labels[k] != v {
+		if template.Labels[k] != v {
 			t.Errorf("the PodMonitor selects %s=%s, which the pods do not carry", k, v)
 		}
 	}

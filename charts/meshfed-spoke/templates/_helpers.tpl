@@ -103,3 +103,14 @@ export, checked: "exported" or "all".
 {{- end }}
 {{- .Values.export }}
 {{- end }}
+
+{{/*
+"true" when more than one spoke pod can run, and they must elect a leader:
+kind DaemonSet, or a Deployment of more than one replica; else "".
+*/}}
+{{- define "meshfed-spoke.leaderElection" -}}
+{{- if not (has .Values.kind (list "Deployment" "DaemonSet")) }}
+{{- fail (printf "kind %q: want \"Deployment\" or \"DaemonSet\"" (toString .Values.kind)) }}
+{{- end }}
+{{- if or (eq .Values.kind "DaemonSet") (gt (int .Values.replicaCount) 1) }}true{{ end }}
+{{- end }}
