@@ -92,6 +92,7 @@ func TestChartsOnAPIServer(t *testing.T) {
 		{"hub-single", "meshfed-hub"},
 		{"hub-user-affinity", "meshfed-hub"},
 		{"hub-ha-xds", "meshfed-hub"},
+		{"hub-services", "meshfed-hub"},
 		{"spoke-hub-list", "meshfed-spoke"},
 		{"spoke", "meshfed-spoke"},
 	} {

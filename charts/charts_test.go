@@ -60,6 +60,7 @@ func TestCharts(t *testing.T) {
 		{name: "hub-single", chart: "meshfed-hub", check: checkHubSingle},
 		{name: "hub-user-affinity", chart: "meshfed-hub", check: checkHubUserAffinity},
 		{name: "hub-podmonitor", chart: "meshfed-hub", check: checkPodMonitor},
+		{name: "hub-services", chart: "meshfed-hub", check: checkHubServicesOptions},
 		{name: "spoke-podmonitor", chart: "meshfed-spoke", check: checkPodMonitor},
 		{name: "hub-loopback-debug", chart: "meshfed-hub", wantErr: `debug.host "127.0.0.1" is loopback-only`},
 		{name: "hub-xds-no-tls", chart: "meshfed-hub", wantErr: "xds.enabled needs xds.tls.secretName"},
@@ -406,7 +407,7 @@ func checkHubDefaults(t *testing.T, r rendered) {
 	}
 	checkFlags(t, flags, wantFlags)
 	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "xds": 15010, "debug": 8080})
-	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010})
+	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010}, 9443, 15010)
 	for _, p := range []struct {
 		probe *corev1.Probe
 		path  string
@@ -466,7 +467,7 @@ func checkHubHAXDS(t *testing.T, r rendered) {
 		t.Errorf("the cluster policy's ConfigMap is not mounted: %+v", d.Spec.Template.Spec.Volumes)
 	}
 	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "xds": 15010, "debug": 8080})
-	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010})
+	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010}, 9443, 15010)
 	want := map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
 	if diff := cmp.Diff(want, d.Spec.Template.Annotations); diff != "" {
 		t.Errorf("pod annotations (-want +got):\n%s", diff)
@@ -486,7 +487,7 @@ func checkHubSingle(t *testing.T, r rendered) {
 	if a := d.Spec.Template.Spec.Affinity; a != nil {
 		t.Errorf("affinity %+v with podAntiAffinity none and no affinity value", a)
 	}
-	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010})
+	checkHubServices(t, r, map[string]int32{"federation": 9443, "xds": 15010}, 9443, 15010)
 }
 
 func checkHubUserAffinity(t *testing.T, r rendered) {
@@ -822,31 +823,84 @@ func checkPorts(t *testing.T, ports []corev1.ContainerPort, want map[string]int3
 	}
 }
 
-// checkHubServices asserts the hub's two Services: meshfed-hub, a ClusterIP
-// Service with the ports want, and meshfed-hub-sync, headless with the
-// federation port alone, for spokes to resolve every replica.
-func checkHubServices(t *testing.T, r rendered, want map[string]int32) {
+// checkHubServices asserts the hub's Services: meshfed-hub, not headless,
+// with the ports combined (nil: none rendered); meshfed-hub-sync, headless
+// with the federation port alone and every replica, ready or not, for
+// spokes to resolve every replica; and, when xds is not 0,
+// meshfed-hub-xds with the xDS port alone and only the ready replicas,
+// for proxies. It returns them by name.
+func checkHubServices(t *testing.T, r rendered, combined map[string]int32, federation, xds int32) map[string]corev1.Service {
 	t.Helper()
 	byName := map[string]corev1.Service{}
 	for _, s := range r.services {
 		byName[s.Name] = s
 	}
-	svc, ok1 := byName["meshfed-hub"]
-	sync, ok2 := byName["meshfed-hub-sync"]
-	if len(r.services) != 2 || !ok1 || !ok2 {
-		t.Fatalf("got Services %v, want meshfed-hub and meshfed-hub-sync", slices.Collect(maps.Keys(byName)))
+	want := []string{"meshfed-hub-sync"}
+	if combined != nil {
+		want = append(want, "meshfed-hub")
 	}
-	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		t.Errorf("Service meshfed-hub is headless")
+	if xds != 0 {
+		want = append(want, "meshfed-hub-xds")
 	}
-	checkServicePorts(t, svc, want)
+	if got := slices.Sorted(maps.Keys(byName)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("got Services %v, want %v", got, slices.Sorted(slices.Values(want)))
+	}
+	if combined != nil {
+		svc := byName["meshfed-hub"]
+		if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+			t.Errorf("Service meshfed-hub is headless")
+		}
+		checkServicePorts(t, svc, combined)
+	}
+	sync := byName["meshfed-hub-sync"]
 	if sync.Spec.ClusterIP != corev1.ClusterIPNone || (sync.Spec.Type != "" && sync.Spec.Type != corev1.ServiceTypeClusterIP) {
 		t.Errorf("Service meshfed-hub-sync: type %q, clusterIP %q; want headless (clusterIP None)", sync.Spec.Type, sync.Spec.ClusterIP)
 	}
 	if !sync.Spec.PublishNotReadyAddresses {
 		t.Error("Service meshfed-hub-sync does not publish replicas that are not ready: a replica warms up on its spokes' streams, so spokes must reach it before it is ready")
 	}
-	checkServicePorts(t, sync, map[string]int32{"federation": want["federation"]})
+	checkServicePorts(t, sync, map[string]int32{"federation": federation})
+	if xds != 0 {
+		svc := byName["meshfed-hub-xds"]
+		if svc.Spec.ClusterIP == corev1.ClusterIPNone || svc.Spec.PublishNotReadyAddresses {
+			t.Errorf("Service meshfed-hub-xds: clusterIP %q, publishNotReadyAddresses %t; want one address for the ready replicas alone (a warming replica has a partial clusterset)",
+				svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses)
+		}
+		checkServicePorts(t, svc, map[string]int32{"xds": xds})
+	}
+	return byName
+}
+
+// checkHubServicesOptions: the Services' options for a platform: no
+// combined Service, a LoadBalancer for proxies in other clusters, and a
+// host port with external-dns on the sync Service for spokes in others.
+func checkHubServicesOptions(t *testing.T, r rendered) {
+	t.Helper()
+	byName := checkHubServices(t, r, nil, 9443, 15010)
+	xds := byName["meshfed-hub-xds"]
+	if xds.Spec.Type != corev1.ServiceTypeLoadBalancer || !slices.Equal(xds.Spec.LoadBalancerSourceRanges, []string{"10.0.0.0/8"}) ||
+		xds.Annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] != "true" {
+		t.Errorf("Service meshfed-hub-xds: %+v; want an internal LoadBalancer admitting 10.0.0.0/8", xds)
+	}
+	sync := byName["meshfed-hub-sync"]
+	if sync.Annotations["external-dns.alpha.kubernetes.io/endpoints-type"] != "NodeExternalIP" {
+		t.Errorf("Service meshfed-hub-sync annotations %v; want external-dns's", sync.Annotations)
+	}
+	for _, s := range r.services {
+		if s.Spec.Type == corev1.ServiceTypeLoadBalancer && slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "federation" }) {
+			t.Errorf("Service %s load-balances the federation port: a spoke would reach one replica", s.Name)
+		}
+	}
+	_, _, template := r.workload(t)
+	var federation *corev1.ContainerPort
+	for i, p := range template.Spec.Containers[0].Ports {
+		if p.Name == "federation" {
+			federation = &template.Spec.Containers[0].Ports[i]
+		}
+	}
+	if federation == nil || federation.HostPort != 9443 || federation.ContainerPort != 9443 {
+		t.Errorf("federation container port %+v; want 9443 on the node too", federation)
+	}
 }
 
 func checkServicePorts(t *testing.T, svc corev1.Service, want map[string]int32) {

@@ -93,6 +93,14 @@ Name of the headless Service spokes dial: <fullname>-sync, within the
 {{- end }}
 
 {{/*
+Name of the Service proxies dial: <fullname>-xds, within the 63-character
+limit of Service names.
+*/}}
+{{- define "meshfed-hub.xdsServiceName" -}}
+{{- printf "%s-xds" (include "meshfed-hub.fullname" . | trunc 59 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
 The pod's affinity: the affinity value, plus an anti-affinity between the
 hub's own pods over kubernetes.io/hostname as podAntiAffinity says ("soft":
 preferred, "hard": required, "none") unless affinity sets podAntiAffinity
