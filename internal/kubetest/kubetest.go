@@ -155,6 +155,9 @@ func (c *Cluster) start(assets string) error {
 	// drains the other requests, answers new ones with 429 Retry-After (as
 	// an API server behind a load balancer does) and cuts watches after 2 s.
 	apiServer.Configure().Set("shutdown-send-retry-after", "true")
+	// Dual-stack Services (ipFamilyPolicy RequireDualStack), as the MCS
+	// tests need; single-stack ones get IPv4 as before.
+	apiServer.Configure().Set("service-cluster-ip-range", "10.0.0.0/24,fd00:10:96::/108")
 	etcd := &envtest.Etcd{}
 	if os.Getenv("KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT") != "true" {
 		for _, p := range []struct {
