@@ -21,19 +21,15 @@ import (
 	"github.com/meshfed/meshfed/spoke/uplink"
 )
 
-// importHub is a hub replica serving federation on loopback, without xDS.
-type importHub struct {
+// hubRun is a hub replica running in the test, which it can stop early.
+type hubRun struct {
 	*hub.Hub
 	stop func()
 }
 
-func startImportHub(t *testing.T, id, cidr string) *importHub {
+// runHub runs a hub until its stop is called (or the test ends).
+func runHub(t *testing.T, cfg hub.Config) *hubRun {
 	t.Helper()
-	cfg := hub.DefaultConfig()
-	cfg.Insecure, cfg.ID = true, id
-	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = "127.0.0.1:0", "", ""
-	cfg.XDSWarmUp, cfg.XDSWarmUpQuiet = 5*time.Second, 100*time.Millisecond
-	cfg.ClustersetCIDR = cidr
 	h, err := hub.New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +49,19 @@ func startImportHub(t *testing.T, id, cidr string) *importHub {
 		}
 	}
 	t.Cleanup(stop)
-	return &importHub{Hub: h, stop: stop}
+	return &hubRun{Hub: h, stop: stop}
+}
+
+// startImportHub runs a hub replica serving federation on loopback,
+// without xDS.
+func startImportHub(t *testing.T, id, cidr string) *hubRun {
+	t.Helper()
+	cfg := hub.DefaultConfig()
+	cfg.Insecure, cfg.ID = true, id
+	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = "127.0.0.1:0", "", ""
+	cfg.XDSWarmUp, cfg.XDSWarmUpQuiet = 5*time.Second, 100*time.Millisecond
+	cfg.ClustersetCIDR = cidr
+	return runHub(t, cfg)
 }
 
 // importingSpoke is a spoke's federation side with an imports store, and
@@ -123,7 +131,7 @@ func (s *importingSpoke) export(svc *federationpb.Service) {
 
 // connect streams the spoke's shard to a hub replica, with a link for the
 // replica's imports.
-func (s *importingSpoke) connect(t *testing.T, h *importHub) {
+func (s *importingSpoke) connect(t *testing.T, h *hubRun) {
 	t.Helper()
 	addr := h.FederationAddr().String()
 	client := federationClient(t, addr)
@@ -171,7 +179,7 @@ func exportedAt(name string, at time.Time) *federationpb.Service {
 	return s
 }
 
-func clustersetIPs(t *testing.T, h *importHub, key string) []netip.Addr {
+func clustersetIPs(t *testing.T, h *hubRun, key string) []netip.Addr {
 	t.Helper()
 	v, ok := h.Registry().Current().Service(key)
 	if !ok {
@@ -236,7 +244,7 @@ func TestImportsAcrossReplicasAndRestarts(t *testing.T) {
 	if oldIP[0] == youngIP[0] {
 		t.Fatalf("old and young share %s", oldIP[0])
 	}
-	for _, h := range []*importHub{a, b} {
+	for _, h := range []*hubRun{a, b} {
 		if got := clustersetIPs(t, h, "demo/young"); got[0].String() != youngIP[0] {
 			t.Errorf("hub %s gives young %v, want %v", h.FederationAddr(), got, youngIP)
 		}

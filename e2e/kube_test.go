@@ -45,6 +45,13 @@ func (f *kubeFleet) runSpoke(t *testing.T, i int, id, network string) (stop func
 	cfg := spoke.DefaultConfig()
 	cfg.ClusterID, cfg.Network, cfg.Kubeconfig, cfg.InCluster = id, network, f.clusters[i].Kubeconfig, false
 	cfg.Hub, cfg.Insecure = f.hub.FederationAddr().String(), true
+	return runSpokeWith(t, cfg)
+}
+
+// runSpokeWith runs a spoke until the returned stop is called (or the
+// test ends).
+func runSpokeWith(t *testing.T, cfg spoke.Config) (stop func()) {
+	t.Helper()
 	s, err := spoke.New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +67,7 @@ func (f *kubeFleet) runSpoke(t *testing.T, i int, id, network string) (stop func
 		stopped = true
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("spoke %s: %v", id, err)
+			t.Errorf("spoke %s: %v", cfg.ClusterID, err)
 		}
 	}
 	t.Cleanup(stop)

@@ -249,34 +249,28 @@ func Chunk(version uint64, full bool, imports []*federationpb.Import, removed []
 	var out []*federationpb.Imports
 	cur := &federationpb.Imports{Version: version, Full: full}
 	size := 0
-	add := func(im *federationpb.Import, n int) {
+	// room starts a new chunk when n more bytes do not fit in this one.
+	room := func(n int) {
 		if size > 0 && size+n > budget {
 			cur.More = true
 			out = append(out, cur)
 			cur, size = &federationpb.Imports{Version: version, Full: full}, 0
 		}
-		cur.Imports = append(cur.Imports, im)
 		size += n
 	}
 	for _, im := range imports {
-		n := proto.Size(im) + 8
-		if n <= budget {
-			add(im, n)
-			continue
+		parts := []*federationpb.Import{im}
+		if proto.Size(im)+8 > budget {
+			parts = split(im, budget)
 		}
-		for _, part := range split(im, budget) {
-			add(part, proto.Size(part)+8)
+		for _, part := range parts {
+			room(proto.Size(part) + 8)
+			cur.Imports = append(cur.Imports, part)
 		}
 	}
 	for _, k := range removed {
-		n := len(k) + 8
-		if size > 0 && size+n > budget {
-			cur.More = true
-			out = append(out, cur)
-			cur, size = &federationpb.Imports{Version: version, Full: full}, 0
-		}
+		room(len(k) + 8)
 		cur.Removed = append(cur.Removed, k)
-		size += n
 	}
 	return append(out, cur)
 }
