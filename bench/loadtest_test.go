@@ -146,6 +146,14 @@ func TestRun(t *testing.T) {
 			t.Errorf("%s: a figure is missing: %+v", r.Server, r)
 		}
 	}
+	// The hub's own measure of propagation (to each proxy's ACK) agrees
+	// with the harness's (to each client's receipt): the same order of
+	// magnitude, p50 below p99.
+	if m := rep.Results[0]; m.HubPairs == 0 || m.HubPropagation.P50 <= 0 || m.HubPropagation.P50 > m.HubPropagation.P99 {
+		t.Errorf("meshfed: the hub measured %d propagations, p50 %.2f ms, p99 %.2f ms", m.HubPairs, m.HubPropagation.P50, m.HubPropagation.P99)
+	} else if ratio := m.HubPropagation.P50 / m.Latency[groupAll].Millis.P50; ratio < 0.1 || ratio > 10 {
+		t.Errorf("meshfed: the hub's p50 %.2f ms is %.2f× the harness's %.2f ms", m.HubPropagation.P50, ratio, m.Latency[groupAll].Millis.P50)
+	}
 	if m := rep.Results[0]; m.EncodesPerChange <= 0 || m.Latency[kindZtunnel].Pairs != 40*cfg.Clients.Ztunnel {
 		t.Errorf("meshfed: %.1f encodes per change, %d ztunnel pairs; want some and %d", m.EncodesPerChange, m.Latency[kindZtunnel].Pairs, 40*cfg.Clients.Ztunnel)
 	}

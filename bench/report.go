@@ -81,6 +81,10 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if slices.ContainsFunc(r.Results, func(r Result) bool { return r.Latency[kindZtunnel].Pairs > 0 }) {
 		row("  p50, ztunnel clients", "ms", func(r *Result) float64 { return r.Latency[kindZtunnel].Millis.P50 }, true)
 	}
+	if slices.ContainsFunc(r.Results, func(r Result) bool { return r.HubPairs > 0 }) {
+		row("  p50, as the hub measures it (to ACK)", "ms", func(r *Result) float64 { return r.HubPropagation.P50 }, true)
+		row("  p99, as the hub measures it (to ACK)", "ms", func(r *Result) float64 { return r.HubPropagation.P99 }, true)
+	}
 	row("hub CPU per change", "ms", func(r *Result) float64 { return r.CPUPerChangeMillis }, true)
 	row("resources encoded per change", "", func(r *Result) float64 { return r.EncodesPerChange }, true)
 	row("spoke → hub per change", "B", func(r *Result) float64 { return r.SpokeBytesPerChange }, true)

@@ -25,6 +25,12 @@ type Result struct {
 	// clients ("xds"), and of each kind; Missed pairs were never seen.
 	Latency map[string]latencyStats `json:"latency"`
 	Missed  int                     `json:"missedPairs"`
+	// HubPropagation is what the hub itself measured of the churn
+	// (meshfed_propagation_seconds: spoke observation → each proxy's ACK,
+	// every kind), estimated from its histogram's buckets; HubPairs is its
+	// count. The baseline measures nothing.
+	HubPropagation percentiles `json:"hubPropagationMs"`
+	HubPairs       int         `json:"hubPropagationPairs,omitempty"`
 
 	HeapIdleBytes    float64 `json:"heapIdleBytes"`
 	HeapSyncedBytes  float64 `json:"heapSyncedBytes"` // spokes synced, no clients
@@ -252,11 +258,19 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	spokeBytes0, wire0 := r.spokeBytes(), r.wire.Load()
+	hist0, _ := r.hub.histogram(ctx, propagationMetric)
 	n, err := r.churn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	r.awaitStragglers(ctx)
+	if hist1, err := r.hub.histogram(ctx, propagationMetric); err == nil {
+		if p50, pairs, ok := quantile(0.5, hist0, hist1); ok {
+			p99, _, _ := quantile(0.99, hist0, hist1)
+			r.res.HubPropagation = percentiles{P50: 1000 * p50, P99: 1000 * p99}
+			r.res.HubPairs = int(pairs)
+		}
+	}
 	if dir := r.cfg.ProfileDir; dir != "" {
 		// With the one before the churn as -base: what the churn allocated.
 		path := filepath.Join(dir, r.server+"-heap-after-churn.pprof")
@@ -300,6 +314,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 }
 
 const mib = 1 << 20
+
+// propagationMetric is the hub's own end-to-end propagation histogram.
+const propagationMetric = "meshfed_propagation_seconds"
 
 // Latency groups besides the client kinds.
 const (

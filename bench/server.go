@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -242,4 +244,69 @@ func (h *hubProcess) saveProfile(ctx context.Context, query, path string) error 
 		return err
 	}
 	return f.Close()
+}
+
+// histogram reads a histogram's cumulative bucket counts from the
+// process's metrics, every series summed, by upper bound.
+func (h *hubProcess) histogram(ctx context.Context, name string) (map[float64]float64, error) {
+	body, err := h.get(ctx, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	out := map[float64]float64{}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"_bucket{") {
+			continue
+		}
+		i := strings.Index(line, `le="`)
+		j := strings.LastIndex(line, " ")
+		if i < 0 || j < i {
+			continue
+		}
+		leStr, _, _ := strings.Cut(line[i+4:], `"`)
+		le, err := strconv.ParseFloat(leStr, 64) // "+Inf" parses too
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[j+1:], 64); err == nil {
+			out[le] += v
+		}
+	}
+	return out, sc.Err()
+}
+
+// quantile estimates the q-quantile of the observations between two
+// readings of a histogram, as Prometheus's histogram_quantile does
+// (linear within the bucket); ok is false when there are none.
+func quantile(q float64, before, after map[float64]float64) (v float64, n float64, ok bool) {
+	les := make([]float64, 0, len(after))
+	for le := range after {
+		les = append(les, le)
+	}
+	slices.Sort(les)
+	if len(les) == 0 {
+		return 0, 0, false
+	}
+	total := after[les[len(les)-1]] - before[les[len(les)-1]]
+	if total <= 0 {
+		return 0, 0, false
+	}
+	rank, prevLE, prevCount := q*total, 0.0, 0.0
+	for _, le := range les {
+		c := after[le] - before[le]
+		if c >= rank {
+			if math.IsInf(le, 1) {
+				return prevLE, total, true
+			}
+			if c == prevCount {
+				return le, total, true
+			}
+			return prevLE + (le-prevLE)*(rank-prevCount)/(c-prevCount), total, true
+		}
+		prevLE, prevCount = le, c
+	}
+	return prevLE, total, true
 }

@@ -2,6 +2,7 @@ package federation
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -72,4 +73,19 @@ type Changes struct {
 	Workloads []string
 	// Clusters is true when some ClusterInfo changed.
 	Clusters bool
+	// Observed is when a spoke observed the oldest change in its cluster
+	// that this revision carries, in the hub's clock; zero for revisions
+	// no spoke's change made (a lease running out, a policy reload).
+	Observed time.Time
+}
+
+// Fold adds the changes of a later revision to c, for a reader that
+// skips revisions.
+func (c *Changes) Fold(later Changes) {
+	c.Services = append(c.Services, later.Services...)
+	c.Workloads = append(c.Workloads, later.Workloads...)
+	c.Clusters = c.Clusters || later.Clusters
+	if !later.Observed.IsZero() && (c.Observed.IsZero() || later.Observed.Before(c.Observed)) {
+		c.Observed = later.Observed
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -46,24 +47,51 @@ type set struct {
 	sorted []*entry
 }
 
-// setChange is the names one revision of a set changed.
+// setChange is the names one revision of a set changed, the set's version
+// after it, and when a spoke observed the change it carries (zero: not a
+// spoke's change), so that a proxy's ACK of a version can be timed.
 type setChange struct {
-	rev   uint64
-	names []string
+	rev      uint64
+	names    []string
+	version  string
+	observed time.Time
 }
 
 // maxRecent bounds a set's change log; a client further behind is
 // compared in full.
 const maxRecent = 64
 
-// changed records a revision that changed names.
-func (s *set) changed(names []string) {
+// changed records a revision that changed names and gave the set
+// version, carrying a change observed at observed.
+func (s *set) changed(names []string, version string, observed time.Time) {
 	s.rev++
 	s.sorted = nil
+	s.version = version
 	if len(s.recent) == maxRecent {
 		s.recent = append(s.recent[:0], s.recent[1:]...)
 	}
-	s.recent = append(s.recent, setChange{rev: s.rev, names: names})
+	s.recent = append(s.recent, setChange{rev: s.rev, names: names, version: version, observed: observed})
+}
+
+// acked returns the revision of the set that a proxy holding version has
+// (the newest with that version), and the observed times of the changes
+// it got since revision from that touch it (touches, given a revision's
+// changed names). ok is false when the version is not among the set's
+// recent revisions.
+func (s *set) acked(from uint64, version string, touches func(names []string) bool) (rev uint64, observed []time.Time, ok bool) {
+	i := len(s.recent) - 1
+	for ; i >= 0 && s.recent[i].version != version; i-- {
+	}
+	if i < 0 {
+		return 0, nil, false
+	}
+	rev = s.recent[i].rev
+	for _, c := range s.recent[:i+1] {
+		if c.rev > from && !c.observed.IsZero() && touches(c.names) {
+			observed = append(observed, c.observed)
+		}
+	}
+	return rev, observed, true
 }
 
 // byName returns the set's entries sorted by name.
@@ -147,7 +175,12 @@ func NewCache(viewOf func(typeURL string, req proto.Message) string) *Cache {
 // that has them), drops removals, and answers the watches of the set that
 // now differ; or it forgets a dropped view's set. It reports whether the
 // set changed.
-func (c *Cache) Apply(u translate.SetUpdate) bool {
+func (c *Cache) Apply(u translate.SetUpdate) bool { return c.ApplyObserved(u, time.Time{}) }
+
+// ApplyObserved is Apply for an update that carries a change a spoke
+// observed at observed (in the hub's clock): the proxies' ACKs of it are
+// timed from then.
+func (c *Cache) ApplyObserved(u translate.SetUpdate, observed time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := setKey{u.TypeURL, u.View}
@@ -194,11 +227,43 @@ func (c *Cache) Apply(u translate.SetUpdate) bool {
 	if len(changed) == 0 && !created {
 		return false
 	}
-	s.changed(changed)
-	s.version = strconv.FormatUint(s.sum, 16)
+	s.changed(changed, strconv.FormatUint(s.sum, 16), observed)
 	// A new set answers every watch that waited for it to be built.
 	c.notifyLocked(k, s, changed, created)
 	return true
+}
+
+// Acked returns the revision of the set of typeURL and view that a proxy
+// holding version has, and the observed times of the changes it got since
+// revision from that touch it; ok is false when the version is unknown
+// (older than the set's recent revisions, or of no revision).
+func (c *Cache) Acked(typeURL, view string, from uint64, version string, touches func(names []string) bool) (rev uint64, observed []time.Time, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sets[setKey{typeURL, view}]
+	if s == nil {
+		return 0, nil, false
+	}
+	return s.acked(from, version, touches)
+}
+
+// Behind returns, for a proxy that holds revision rev of a set, whether a
+// later revision changed what it watches (touches), and when the oldest
+// such change was observed (zero when not a spoke's).
+func (c *Cache) Behind(typeURL, view string, rev uint64, touches func(names []string) bool) (behind bool, since time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sets[setKey{typeURL, view}]
+	if s == nil || s.rev <= rev {
+		return false, time.Time{}
+	}
+	for _, ch := range s.recent {
+		if ch.rev > rev && touches(ch.names) {
+			return true, ch.observed
+		}
+	}
+	// Changes older than the log: behind, since an unknown time.
+	return len(s.recent) == 0 || s.recent[0].rev > rev+1, time.Time{}
 }
 
 // SetStatus describes one set of the cache.

@@ -15,33 +15,99 @@ type ProxyStatus struct {
 	ID string `json:"id"`
 	// Identity is the SPIFFE ID of the proxy's client certificate, when
 	// the xDS port requires one.
-	Identity    string               `json:"identity,omitempty"`
-	Cluster     string               `json:"cluster,omitempty"`
-	Network     string               `json:"network,omitempty"`
-	Locality    string               `json:"locality,omitempty"`
-	Delta       bool                 `json:"delta"`
-	ConnectedAt time.Time            `json:"connectedAt"`
-	Types       map[string]typeState `json:"types"`
+	Identity string `json:"identity,omitempty"`
+	// Kind is grpc, envoy or ztunnel (other when the hub cannot tell).
+	Kind        string                `json:"kind"`
+	Cluster     string                `json:"cluster,omitempty"`
+	Network     string                `json:"network,omitempty"`
+	Locality    string                `json:"locality,omitempty"`
+	Delta       bool                  `json:"delta"`
+	ConnectedAt time.Time             `json:"connectedAt"`
+	Types       map[string]TypeStatus `json:"types"`
 }
 
-// Proxies returns the connected proxies, sorted by ID.
+// Sync states of a proxy's type.
+const (
+	// StateSynced: the proxy ACKed the newest state of what it watches.
+	StateSynced = "SYNCED"
+	// StateStale: something it watches changed since its last ACK (sent
+	// and not yet ACKed, or not sent yet).
+	StateStale = "STALE"
+	// StateNacked: it rejected the last response it answered.
+	StateNacked = "NACKED"
+)
+
+// TypeStatus is what a proxy holds of one type.
+type TypeStatus struct {
+	State      string    `json:"state"`
+	Subscribed int       `json:"subscribed"`
+	Wildcard   bool      `json:"wildcard,omitempty"`
+	LastSent   time.Time `json:"lastSent,omitzero"`
+	LastAck    time.Time `json:"lastAck,omitzero"`
+	LastNack   time.Time `json:"lastNack,omitzero"`
+	NackReason string    `json:"nackReason,omitempty"`
+	Nacks      int       `json:"nacks"`
+	// SentVersion and AckedVersion are the set versions of the last
+	// response sent and of the last one the proxy ACKed.
+	SentVersion  string `json:"sentVersion,omitempty"`
+	AckedVersion string `json:"ackedVersion,omitempty"`
+	// BehindSeconds is, for a STALE type, how long ago a spoke observed
+	// the oldest change the proxy has yet to ACK (0 when unknown).
+	BehindSeconds float64 `json:"behindSeconds,omitempty"`
+}
+
+// Proxies returns the connected proxies, sorted by ID, with each type's
+// sync state.
 func (s *Server) Proxies() []ProxyStatus {
+	type pending struct {
+		proxy         int
+		typeURL, view string
+		acked         uint64
+		watch         *typeState // what Behind reads: names, replaced and never changed
+		status        TypeStatus
+	}
 	pp := s.proxies
+	var todo []pending
 	pp.mu.Lock()
-	defer pp.mu.Unlock()
 	out := make([]ProxyStatus, 0, len(pp.streams))
 	for _, p := range pp.streams {
 		ps := ProxyStatus{
-			ID: p.ID, Identity: urlString(p.identity), Cluster: string(p.Cluster), Network: string(p.Network), Delta: p.Delta, ConnectedAt: p.ConnectedAt,
-			Types: make(map[string]typeState, len(p.Types)),
+			ID: p.ID, Identity: urlString(p.identity), Kind: p.Kind, Cluster: string(p.Cluster), Network: string(p.Network), Delta: p.Delta,
+			ConnectedAt: p.ConnectedAt, Types: make(map[string]TypeStatus, len(p.Types)),
 		}
 		if l := p.Locality; l != (resources.Locality{}) {
 			ps.Locality = l.Region + "/" + l.Zone + "/" + l.Subzone
 		}
 		for k, t := range p.Types {
-			ps.Types[k] = *t
+			todo = append(todo, pending{proxy: len(out), typeURL: k, view: t.view, acked: t.acked, watch: &typeState{names: t.names}, status: TypeStatus{
+				Subscribed: t.Subscribed, Wildcard: t.Wildcard, LastSent: t.LastSent, LastAck: t.LastAck, LastNack: t.LastNack,
+				NackReason: t.NackReason, Nacks: t.Nacks, SentVersion: t.SentVersion, AckedVersion: t.AckedVersion,
+			}})
 		}
 		out = append(out, ps)
+	}
+	pp.mu.Unlock()
+	// The cache is asked without the book's lock.
+	now := pp.now()
+	for _, d := range todo {
+		ts := d.status
+		switch {
+		case !ts.LastNack.IsZero() && ts.LastNack.After(ts.LastAck):
+			ts.State = StateNacked
+		case ts.SentVersion != ts.AckedVersion:
+			ts.State = StateStale
+		default:
+			ts.State = StateSynced
+		}
+		if ts.State != StateNacked && d.acked != 0 {
+			if behind, since := s.cache.Behind(d.typeURL, d.view, d.acked, d.watch.touches); behind {
+				ts.State = StateStale
+				if !since.IsZero() {
+					ts.BehindSeconds = max(now.Sub(since), 0).Seconds()
+				}
+			}
+		}
+		out[d.proxy].Types[d.typeURL] = ts
 	}
 	slices.SortFunc(out, func(a, b ProxyStatus) int { return cmp.Compare(a.ID, b.ID) })
 	return out

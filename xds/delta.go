@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"sync/atomic"
 
@@ -159,8 +160,9 @@ func (st *deltaStream) respond(resp *deltaResp) error {
 	}
 	t.sub.versions = resp.returned
 	st.nonce++
-	st.h.proxies.sent(st.id, resp.typeURL)
-	return st.send(resp.message(strconv.FormatInt(st.nonce, 10)))
+	nonce := strconv.FormatInt(st.nonce, 10)
+	st.h.proxies.sent(st.id, resp.typeURL, nonce, resp.version)
+	return st.send(resp.message(nonce))
 }
 
 // request records a request in the proxy book, updates the type's
@@ -189,8 +191,12 @@ func (st *deltaStream) request(req *discovery.DeltaDiscoveryRequest) error {
 	}
 	// The node comes with the stream's first request; the book knows the
 	// proxy by its stream after that. A refused proxy ends the stream.
-	p, err := st.h.proxies.request(st.id, req.GetNode(), typeURL, len(t.sub.names), t.sub.wildcard,
-		req.GetResponseNonce(), req.GetErrorDetail())
+	r := requestState{names: len(t.sub.names), wildcard: t.sub.wildcard, nonce: req.GetResponseNonce(), nack: req.GetErrorDetail()}
+	if !t.sub.wildcard {
+		// A copy: the book reads it from other goroutines (metrics).
+		r.subscribedSet = maps.Clone(t.sub.names)
+	}
+	p, err := st.h.proxies.request(st.id, req.GetNode(), typeURL, r)
 	if err != nil {
 		t.cancel = func() {}
 		return err

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,10 @@ type proxies struct {
 	metrics  *metrics
 	auth     *streamAuth
 	clusters atomic.Pointer[[]*federation.ClusterInfo] // of the last pushed snapshot
+	// sets tells which revision of a set a proxy's ACK names (the
+	// cache); nil times nothing.
+	sets setRevisions
+	now  func() time.Time
 
 	mu      sync.Mutex
 	idents  map[streamID]*url.URL // open streams' peer identities, when required
@@ -48,9 +53,18 @@ type proxies struct {
 	wake    chan struct{}          // has a value when the views in use changed
 }
 
+// setRevisions is what the book asks of the cache about the sets proxies
+// hold ([Cache] is one).
+type setRevisions interface {
+	Acked(typeURL, view string, from uint64, version string, touches func(names []string) bool) (rev uint64, observed []time.Time, ok bool)
+	Behind(typeURL, view string, rev uint64, touches func(names []string) bool) (behind bool, since time.Time)
+}
+
+var _ setRevisions = (*Cache)(nil)
+
 func newProxies(m *metrics, log *slog.Logger, auth *streamAuth) *proxies {
 	return &proxies{
-		log: log, metrics: m, auth: auth, idents: map[streamID]*url.URL{},
+		log: log, metrics: m, auth: auth, idents: map[streamID]*url.URL{}, now: time.Now,
 		streams: map[streamID]*proxyState{}, nodes: map[string]*proxyState{}, inUse: map[translate.View]int{},
 		wake: make(chan struct{}, 1),
 	}
@@ -59,11 +73,37 @@ func newProxies(m *metrics, log *slog.Logger, auth *streamAuth) *proxies {
 // proxyState is what /debug/proxies shows of one stream.
 type proxyState struct {
 	Proxy
-	identity    *url.URL              // nil when identities are not required
+	identity *url.URL // nil when identities are not required
+	// Kind is grpc, envoy or ztunnel (other when the hub cannot tell).
+	Kind        string                `json:"kind"`
 	Delta       bool                  `json:"delta"`
 	ConnectedAt time.Time             `json:"connectedAt"`
 	Types       map[string]*typeState `json:"types"`
 	views       []translate.View      // the shared views this stream holds
+}
+
+// Proxy kinds, the label of the propagation metrics.
+const (
+	kindGRPC    = "grpc"
+	kindEnvoy   = "envoy"
+	kindZtunnel = "ztunnel"
+	kindOther   = "other"
+)
+
+// proxyKind tells what a proxy is from its node's user agent, and, for a
+// node that says nothing, from the types it watches (only ztunnel asks for
+// workload addresses).
+func proxyKind(node *core.Node, typeURL string) string {
+	ua := strings.ToLower(node.GetUserAgentName())
+	switch {
+	case strings.HasPrefix(ua, "grpc"):
+		return kindGRPC
+	case ua == "envoy":
+		return kindEnvoy
+	case strings.Contains(ua, "ztunnel") || typeURL == translate.AddressType:
+		return kindZtunnel
+	}
+	return kindOther
 }
 
 type typeState struct {
@@ -74,31 +114,66 @@ type typeState struct {
 	LastNack   time.Time `json:"lastNack,omitzero"`
 	NackReason string    `json:"nackReason,omitempty"`
 	Nacks      int       `json:"nacks"`
+	// SentVersion and AckedVersion are the set versions of the last
+	// response sent and of the last one the proxy ACKed.
+	SentVersion  string `json:"sentVersion,omitempty"`
+	AckedVersion string `json:"ackedVersion,omitempty"`
+
+	view string // the set the type is answered from
+	// names are the subscribed names (nil for a wildcard subscription):
+	// only a change to one of them is the proxy's to receive.
+	names map[string]struct{}
+	// acked is the set revision the proxy ACKed (0: none yet, or not
+	// known); nonces maps the nonces of delta responses in flight to
+	// their versions.
+	acked  uint64
+	nonces map[string]string
 }
+
+// touches reports whether a revision that changed names changed
+// something the type's subscription watches.
+func (t *typeState) touches(names []string) bool {
+	if t.names == nil {
+		return true
+	}
+	for _, n := range names {
+		if _, ok := t.names[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// maxNonces bounds the delta responses a type remembers in flight: a proxy
+// ACKs them in order, and one that never does must not grow the map.
+const maxNonces = 8
 
 // callbacks records state-of-the-world streams in the book once the first
 // snapshot is pushed; until then (or once stopping is closed) requests
 // wait. Delta streams are the delta handler's.
 func (s *Server) callbacks(stopping <-chan struct{}) gcpserver.Callbacks {
 	p := s.proxies
-	request := func(id streamID, node *core.Node, typeURL string, names int, wildcard bool, nonce string, nack *status.Status) error {
+	request := func(id streamID, req *discovery.DiscoveryRequest) error {
 		select {
 		case <-s.ready:
 		case <-stopping:
 			return errors.New("xds server stopping")
 		}
-		_, err := p.request(id, node, typeURL, names, wildcard, nonce, nack)
+		names := req.GetResourceNames()
+		_, err := p.request(id, req.GetNode(), req.GetTypeUrl(), requestState{
+			names: len(names), wildcard: len(names) == 0, subscribed: names,
+			nonce: req.GetResponseNonce(), version: req.GetVersionInfo(), nack: req.GetErrorDetail(),
+		})
 		return err
 	}
 	return gcpserver.CallbackFuncs{
 		StreamOpenFunc:   func(ctx context.Context, id int64, _ string) error { return p.opened(ctx, streamID{false, id}) },
 		StreamClosedFunc: func(id int64, _ *core.Node) { p.closed(streamID{false, id}) },
 		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
-			return request(streamID{false, id}, req.GetNode(), req.GetTypeUrl(), len(req.GetResourceNames()),
-				len(req.GetResourceNames()) == 0, req.GetResponseNonce(), req.GetErrorDetail())
+			return request(streamID{false, id}, req)
 		},
-		StreamResponseFunc: func(_ context.Context, id int64, req *discovery.DiscoveryRequest, _ *discovery.DiscoveryResponse) {
-			p.sent(streamID{false, id}, req.GetTypeUrl())
+		StreamResponseFunc: func(_ context.Context, id int64, req *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
+			p.sent(streamID{false, id}, req.GetTypeUrl(), resp.GetNonce(), resp.GetVersionInfo())
 		},
 	}
 }
@@ -143,10 +218,26 @@ func (p *proxies) opened(ctx context.Context, id streamID) error {
 	return nil
 }
 
+// requestState is what the book reads of one request.
+type requestState struct {
+	names    int
+	wildcard bool
+	// subscribed are the names a state-of-the-world request subscribes
+	// (a delta stream's are in subscribedSet).
+	subscribed    []string
+	subscribedSet map[string]struct{}
+	// nonce answers a response; version is the version it ACKs (state
+	// of the world: the request says it; delta: the response's).
+	nonce, version string
+	nack           *status.Status
+}
+
 // request records a request and returns the stream's proxy; the first
 // request of a stream registers it, once its identity may make its node's
-// claims.
-func (p *proxies) request(id streamID, node *core.Node, typeURL string, names int, wildcard bool, nonce string, nack *status.Status) (Proxy, error) {
+// claims. An ACK is timed: every change a spoke observed that the ACKed
+// response brought the proxy is one observation of the propagation time.
+func (p *proxies) request(id streamID, node *core.Node, typeURL string, r requestState) (Proxy, error) {
+	names, wildcard, nonce, nack := r.names, r.wildcard, r.nonce, r.nack
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps, ok := p.streams[id]
@@ -160,17 +251,23 @@ func (p *proxies) request(id streamID, node *core.Node, typeURL string, names in
 		if err := p.auth.check(ident, proxy, p.knownClusters()); err != nil {
 			return Proxy{}, err
 		}
-		ps = &proxyState{Proxy: proxy, identity: ident, Delta: id.delta, ConnectedAt: time.Now(), Types: map[string]*typeState{}}
+		ps = &proxyState{Proxy: proxy, identity: ident, Kind: proxyKind(node, typeURL), Delta: id.delta, ConnectedAt: p.now(), Types: map[string]*typeState{}}
 		p.streams[id] = ps
 		p.nodes[proxy.ID] = ps
 		p.metrics.proxies.Inc()
 		p.log.Debug("proxy connected", "proxy", proxy.ID, "identity", urlString(ident),
 			"cluster", proxy.Cluster, "network", proxy.Network, "delta", id.delta)
 	}
+	if ps.Kind == kindOther && typeURL == translate.AddressType {
+		ps.Kind = kindZtunnel
+	}
 	t := ps.Types[typeURL]
 	if t == nil {
 		t = &typeState{}
 		ps.Types[typeURL] = t
+		if translate.PerView(typeURL) {
+			t.view = translate.ViewFor(typeURL, ps.View()).Key
+		}
 		// The first request of a per-view type: hold the view, so that the
 		// push loop builds it if nobody else uses it yet.
 		if translate.PerView(typeURL) {
@@ -184,24 +281,91 @@ func (p *proxies) request(id streamID, node *core.Node, typeURL string, names in
 	}
 	t.Subscribed, t.Wildcard = names, wildcard && (typeURL == resourcev3.ListenerType || typeURL == resourcev3.ClusterType)
 	switch {
+	case wildcard:
+		t.names = nil
+	case r.subscribedSet != nil:
+		t.names = r.subscribedSet
+	default:
+		t.names = make(map[string]struct{}, len(r.subscribed))
+		for _, n := range r.subscribed {
+			t.names[n] = struct{}{}
+		}
+	}
+	switch {
 	case nack != nil:
-		t.LastNack, t.NackReason = time.Now(), nack.GetMessage()
+		t.LastNack, t.NackReason = p.now(), nack.GetMessage()
 		t.Nacks++
+		delete(t.nonces, nonce)
 		p.metrics.nacks.WithLabelValues(typeURL).Inc()
 		p.log.Warn("proxy rejected a response", "proxy", ps.ID, "type", typeURL, "reason", nack.GetMessage())
 	case nonce != "":
-		t.LastAck = time.Now()
+		now := p.now()
+		t.LastAck = now
+		version := r.version
+		if id.delta {
+			version = t.nonces[nonce]
+			delete(t.nonces, nonce)
+		}
+		if version != "" {
+			p.ackedLocked(ps, typeURL, t, version, now)
+		}
 	}
 	return ps.Proxy, nil
 }
 
-func (p *proxies) sent(id streamID, typeURL string) {
+// ackedLocked records that a proxy holds version of a type's set, and
+// times the changes it brought. The first ACK of a stream only sets the
+// mark: what a proxy gets when it connects is its initial state, not a
+// change that propagated. Callers hold p.mu.
+func (p *proxies) ackedLocked(ps *proxyState, typeURL string, t *typeState, version string, now time.Time) {
+	t.AckedVersion = version
+	if p.sets == nil {
+		return
+	}
+	rev, observed, ok := p.sets.Acked(typeURL, t.view, t.acked, version, t.touches)
+	if !ok {
+		return
+	}
+	if t.acked != 0 && rev > t.acked {
+		h := p.metrics.propagation.WithLabelValues(typeLabel(typeURL), ps.Kind)
+		for _, o := range observed {
+			h.Observe(max(now.Sub(o), 0).Seconds())
+		}
+	}
+	if rev > t.acked {
+		t.acked = rev
+	}
+}
+
+// typeLabel is a type URL's message name, the type label of metrics:
+// Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, Address,
+// Authorization.
+func typeLabel(typeURL string) string {
+	return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
+}
+
+// sent records a response: its version, and for a delta stream its nonce,
+// by which the proxy ACKs it.
+func (p *proxies) sent(id streamID, typeURL, nonce, version string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ps, ok := p.streams[id]; ok {
-		if t := ps.Types[typeURL]; t != nil {
-			t.LastSent = time.Now()
+	ps, ok := p.streams[id]
+	if !ok {
+		return
+	}
+	t := ps.Types[typeURL]
+	if t == nil {
+		return
+	}
+	t.LastSent, t.SentVersion = p.now(), version
+	if id.delta {
+		if t.nonces == nil {
+			t.nonces = map[string]string{}
 		}
+		if len(t.nonces) >= maxNonces {
+			clear(t.nonces) // a proxy that ACKs nothing: start over
+		}
+		t.nonces[nonce] = version
 	}
 }
 

@@ -140,6 +140,10 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, erro
 		refusals:  s.refusals,
 	})
 	s.cache = NewCache(s.proxies.viewOf)
+	s.proxies.sets = s.cache
+	if reg != nil {
+		reg.MustRegister(behindCollector{s})
+	}
 	lis, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("xds listener: %w", err)
@@ -242,10 +246,7 @@ func (s *Server) loop(ctx context.Context, snap Snapshot) {
 		var changes federation.Changes
 		for next := snap.Next(); next != nil; next = snap.Next() {
 			snap = next
-			ch := snap.Changes()
-			changes.Services = append(changes.Services, ch.Services...)
-			changes.Workloads = append(changes.Workloads, ch.Workloads...)
-			changes.Clusters = changes.Clusters || ch.Clusters
+			changes.Fold(snap.Changes())
 		}
 		// The interval runs from the start of a push, so that changes that
 		// come slower than one per interval are each pushed at once.
@@ -263,7 +264,7 @@ func (s *Server) push(snap Snapshot, changes federation.Changes) {
 	}
 	// Each set update is applied as it comes: the proxies of the first
 	// sets are answered while the translator builds the rest.
-	err := s.tr.Translate(snap, changes, s.proxies.views(), func(u translate.SetUpdate) { s.cache.Apply(u) })
+	err := s.tr.Translate(snap, changes, s.proxies.views(), func(u translate.SetUpdate) { s.cache.ApplyObserved(u, changes.Observed) })
 	if err != nil {
 		s.log.Error("resources left out of a push", "revision", snap.Revision(), "err", err)
 	}

@@ -1040,7 +1040,12 @@ type ShardUpdate struct {
 	RemovedWorkloads []string `protobuf:"bytes,11,rep,name=removed_workloads,json=removedWorkloads,proto3" json:"removed_workloads,omitempty"`
 	// When the spoke observed the oldest change carried by this update, for
 	// end-to-end propagation latency.
-	ObservedTime  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=observed_time,json=observedTime,proto3" json:"observed_time,omitempty"`
+	ObservedTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=observed_time,json=observedTime,proto3" json:"observed_time,omitempty"`
+	// When the spoke sent this chunk, by its clock: the hub estimates the
+	// offset between the two clocks from it (the smallest receive time
+	// minus sent_time of a stream is the offset plus the stream's shortest
+	// one-way delay), and reads observed_time in its own clock.
+	SentTime      *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=sent_time,json=sentTime,proto3" json:"sent_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1155,6 +1160,13 @@ func (x *ShardUpdate) GetRemovedWorkloads() []string {
 func (x *ShardUpdate) GetObservedTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ObservedTime
+	}
+	return nil
+}
+
+func (x *ShardUpdate) GetSentTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SentTime
 	}
 	return nil
 }
@@ -2881,7 +2893,7 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x11max_message_bytes\x18\x01 \x01(\rR\x0fmaxMessageBytes\x12!\n" +
 	"\fmax_services\x18\x02 \x01(\rR\vmaxServices\x12#\n" +
 	"\rmax_endpoints\x18\x03 \x01(\rR\fmaxEndpoints\x12#\n" +
-	"\rmax_workloads\x18\x04 \x01(\rR\fmaxWorkloads\"\xb7\x04\n" +
+	"\rmax_workloads\x18\x04 \x01(\rR\fmaxWorkloads\"\xf0\x04\n" +
 	"\vShardUpdate\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\tR\x05nonce\x12\x12\n" +
@@ -2895,7 +2907,8 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x11removed_endpoints\x18\n" +
 	" \x03(\tR\x10removedEndpoints\x12+\n" +
 	"\x11removed_workloads\x18\v \x03(\tR\x10removedWorkloads\x12?\n" +
-	"\robserved_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\"5\n" +
+	"\robserved_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\fobservedTime\x127\n" +
+	"\tsent_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\bsentTime\"5\n" +
 	"\x03Ack\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\tR\x05nonce\"\xb7\x01\n" +
@@ -3147,42 +3160,43 @@ var file_federation_federationpb_federation_proto_depIdxs = []int32{
 	23, // 11: meshfed.federation.v1alpha1.ShardUpdate.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
 	27, // 12: meshfed.federation.v1alpha1.ShardUpdate.workloads:type_name -> meshfed.federation.v1alpha1.Workload
 	34, // 13: meshfed.federation.v1alpha1.ShardUpdate.observed_time:type_name -> google.protobuf.Timestamp
-	0,  // 14: meshfed.federation.v1alpha1.Nack.code:type_name -> meshfed.federation.v1alpha1.NackCode
-	18, // 15: meshfed.federation.v1alpha1.Cluster.gateways:type_name -> meshfed.federation.v1alpha1.Gateway
-	1,  // 16: meshfed.federation.v1alpha1.Gateway.protocol:type_name -> meshfed.federation.v1alpha1.GatewayProtocol
-	21, // 17: meshfed.federation.v1alpha1.Service.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
-	4,  // 18: meshfed.federation.v1alpha1.Service.type:type_name -> meshfed.federation.v1alpha1.ServiceType
-	22, // 19: meshfed.federation.v1alpha1.Service.export:type_name -> meshfed.federation.v1alpha1.Export
-	2,  // 20: meshfed.federation.v1alpha1.Service.session_affinity:type_name -> meshfed.federation.v1alpha1.SessionAffinity
-	3,  // 21: meshfed.federation.v1alpha1.Service.ip_families:type_name -> meshfed.federation.v1alpha1.IPFamily
-	5,  // 22: meshfed.federation.v1alpha1.ServicePort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
-	6,  // 23: meshfed.federation.v1alpha1.Export.source:type_name -> meshfed.federation.v1alpha1.ExportSource
-	34, // 24: meshfed.federation.v1alpha1.Export.time:type_name -> google.protobuf.Timestamp
-	20, // 25: meshfed.federation.v1alpha1.Export.labels:type_name -> meshfed.federation.v1alpha1.KeyValue
-	20, // 26: meshfed.federation.v1alpha1.Export.annotations:type_name -> meshfed.federation.v1alpha1.KeyValue
-	24, // 27: meshfed.federation.v1alpha1.Endpoint.ports:type_name -> meshfed.federation.v1alpha1.EndpointPort
-	25, // 28: meshfed.federation.v1alpha1.Endpoint.locality:type_name -> meshfed.federation.v1alpha1.Locality
-	26, // 29: meshfed.federation.v1alpha1.Endpoint.workload:type_name -> meshfed.federation.v1alpha1.WorkloadRef
-	5,  // 30: meshfed.federation.v1alpha1.EndpointPort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
-	25, // 31: meshfed.federation.v1alpha1.Workload.locality:type_name -> meshfed.federation.v1alpha1.Locality
-	29, // 32: meshfed.federation.v1alpha1.Imports.imports:type_name -> meshfed.federation.v1alpha1.Import
-	7,  // 33: meshfed.federation.v1alpha1.Import.type:type_name -> meshfed.federation.v1alpha1.ImportType
-	21, // 34: meshfed.federation.v1alpha1.Import.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
-	3,  // 35: meshfed.federation.v1alpha1.Import.ip_families:type_name -> meshfed.federation.v1alpha1.IPFamily
-	2,  // 36: meshfed.federation.v1alpha1.Import.session_affinity:type_name -> meshfed.federation.v1alpha1.SessionAffinity
-	20, // 37: meshfed.federation.v1alpha1.Import.labels:type_name -> meshfed.federation.v1alpha1.KeyValue
-	20, // 38: meshfed.federation.v1alpha1.Import.annotations:type_name -> meshfed.federation.v1alpha1.KeyValue
-	30, // 39: meshfed.federation.v1alpha1.Import.conflicts:type_name -> meshfed.federation.v1alpha1.ImportConflict
-	31, // 40: meshfed.federation.v1alpha1.Import.sources:type_name -> meshfed.federation.v1alpha1.ImportSource
-	23, // 41: meshfed.federation.v1alpha1.ImportSource.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
-	33, // 42: meshfed.federation.v1alpha1.ImportsHeld.imports:type_name -> meshfed.federation.v1alpha1.HeldImport
-	8,  // 43: meshfed.federation.v1alpha1.Federation.Sync:input_type -> meshfed.federation.v1alpha1.SpokeMessage
-	9,  // 44: meshfed.federation.v1alpha1.Federation.Sync:output_type -> meshfed.federation.v1alpha1.HubMessage
-	44, // [44:45] is the sub-list for method output_type
-	43, // [43:44] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	34, // 14: meshfed.federation.v1alpha1.ShardUpdate.sent_time:type_name -> google.protobuf.Timestamp
+	0,  // 15: meshfed.federation.v1alpha1.Nack.code:type_name -> meshfed.federation.v1alpha1.NackCode
+	18, // 16: meshfed.federation.v1alpha1.Cluster.gateways:type_name -> meshfed.federation.v1alpha1.Gateway
+	1,  // 17: meshfed.federation.v1alpha1.Gateway.protocol:type_name -> meshfed.federation.v1alpha1.GatewayProtocol
+	21, // 18: meshfed.federation.v1alpha1.Service.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
+	4,  // 19: meshfed.federation.v1alpha1.Service.type:type_name -> meshfed.federation.v1alpha1.ServiceType
+	22, // 20: meshfed.federation.v1alpha1.Service.export:type_name -> meshfed.federation.v1alpha1.Export
+	2,  // 21: meshfed.federation.v1alpha1.Service.session_affinity:type_name -> meshfed.federation.v1alpha1.SessionAffinity
+	3,  // 22: meshfed.federation.v1alpha1.Service.ip_families:type_name -> meshfed.federation.v1alpha1.IPFamily
+	5,  // 23: meshfed.federation.v1alpha1.ServicePort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
+	6,  // 24: meshfed.federation.v1alpha1.Export.source:type_name -> meshfed.federation.v1alpha1.ExportSource
+	34, // 25: meshfed.federation.v1alpha1.Export.time:type_name -> google.protobuf.Timestamp
+	20, // 26: meshfed.federation.v1alpha1.Export.labels:type_name -> meshfed.federation.v1alpha1.KeyValue
+	20, // 27: meshfed.federation.v1alpha1.Export.annotations:type_name -> meshfed.federation.v1alpha1.KeyValue
+	24, // 28: meshfed.federation.v1alpha1.Endpoint.ports:type_name -> meshfed.federation.v1alpha1.EndpointPort
+	25, // 29: meshfed.federation.v1alpha1.Endpoint.locality:type_name -> meshfed.federation.v1alpha1.Locality
+	26, // 30: meshfed.federation.v1alpha1.Endpoint.workload:type_name -> meshfed.federation.v1alpha1.WorkloadRef
+	5,  // 31: meshfed.federation.v1alpha1.EndpointPort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
+	25, // 32: meshfed.federation.v1alpha1.Workload.locality:type_name -> meshfed.federation.v1alpha1.Locality
+	29, // 33: meshfed.federation.v1alpha1.Imports.imports:type_name -> meshfed.federation.v1alpha1.Import
+	7,  // 34: meshfed.federation.v1alpha1.Import.type:type_name -> meshfed.federation.v1alpha1.ImportType
+	21, // 35: meshfed.federation.v1alpha1.Import.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
+	3,  // 36: meshfed.federation.v1alpha1.Import.ip_families:type_name -> meshfed.federation.v1alpha1.IPFamily
+	2,  // 37: meshfed.federation.v1alpha1.Import.session_affinity:type_name -> meshfed.federation.v1alpha1.SessionAffinity
+	20, // 38: meshfed.federation.v1alpha1.Import.labels:type_name -> meshfed.federation.v1alpha1.KeyValue
+	20, // 39: meshfed.federation.v1alpha1.Import.annotations:type_name -> meshfed.federation.v1alpha1.KeyValue
+	30, // 40: meshfed.federation.v1alpha1.Import.conflicts:type_name -> meshfed.federation.v1alpha1.ImportConflict
+	31, // 41: meshfed.federation.v1alpha1.Import.sources:type_name -> meshfed.federation.v1alpha1.ImportSource
+	23, // 42: meshfed.federation.v1alpha1.ImportSource.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
+	33, // 43: meshfed.federation.v1alpha1.ImportsHeld.imports:type_name -> meshfed.federation.v1alpha1.HeldImport
+	8,  // 44: meshfed.federation.v1alpha1.Federation.Sync:input_type -> meshfed.federation.v1alpha1.SpokeMessage
+	9,  // 45: meshfed.federation.v1alpha1.Federation.Sync:output_type -> meshfed.federation.v1alpha1.HubMessage
+	45, // [45:46] is the sub-list for method output_type
+	44, // [44:45] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_federation_federationpb_federation_proto_init() }

@@ -506,6 +506,9 @@ func (this *ShardUpdate) EqualVT(that *ShardUpdate) bool {
 	if !(*timestamppb.Timestamp)(this.ObservedTime).EqualVT((*timestamppb.Timestamp)(that.ObservedTime)) {
 		return false
 	}
+	if !(*timestamppb.Timestamp)(this.SentTime).EqualVT((*timestamppb.Timestamp)(that.SentTime)) {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 

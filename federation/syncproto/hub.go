@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -91,6 +94,8 @@ type HubConfig struct {
 	// Imports, when set, gives the stream of a spoke that writes imports
 	// (Hello.imports) the imports its cluster should hold.
 	Imports func(federation.ClusterID) ImportsFeed
+	// Now is the hub's clock (nil: time.Now).
+	Now func() time.Time
 }
 
 // Hub runs the hub's side of every spoke's stream.
@@ -167,7 +172,10 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := &hubSession{Hub: h, t: t, conn: conn, id: id, session: hello.GetSession(), obs: obs, a: assembler{limits: limits}}
+	s := &hubSession{Hub: h, t: t, conn: conn, id: id, session: hello.GetSession(), obs: obs, a: assembler{limits: limits}, now: h.cfg.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
 	r := receive(ctx, t.Recv)
 	var sent []federation.ClusterID
 	var membersChanged <-chan struct{}
@@ -282,6 +290,12 @@ type hubSession struct {
 	// The last versions whose last chunk arrived on this stream, and the
 	// last applied.
 	completed, applied uint64
+	now                func() time.Time
+	// offset estimates the hub's clock minus the spoke's: the smallest
+	// receive time minus send time of the stream's chunks, which is the
+	// offset plus the stream's shortest one-way delay (see ClockOffset).
+	offset     time.Duration
+	haveOffset bool
 }
 
 // receive takes one message of the spoke's.
@@ -295,6 +309,11 @@ func (s *hubSession) receive(m *federationpb.SpokeMessage) error {
 		return nil // a second Hello, or a kind this hub does not know yet
 	}
 	s.obs.Received(m)
+	if sent := u.GetSentTime(); sent != nil {
+		if d := s.now().Sub(sent.AsTime()); !s.haveOffset || d < s.offset {
+			s.offset, s.haveOffset = d, true
+		}
+	}
 	if s.completed != 0 && u.GetMore() && u.GetVersion() <= s.completed {
 		// Every chunk of an update comes before its last one: the update
 		// taken as this version lacked this chunk. The spoke resends it on
@@ -315,6 +334,7 @@ func (s *hubSession) receive(m *federationpb.SpokeMessage) error {
 		s.completed = complete.GetVersion()
 	}
 	if nack == nil {
+		s.toHubClock(complete)
 		nack = s.apply(complete)
 	}
 	if nack != nil {
@@ -372,5 +392,17 @@ func (s *hubSession) receiveHeld(h *federationpb.ImportsHeld) {
 	}
 	if err != nil {
 		s.conn.RecordNack(err.Error())
+	}
+}
+
+// toHubClock rewrites an update's observed time from the spoke's clock to
+// the hub's, by the stream's offset estimate. The estimate exceeds the
+// true offset by the stream's shortest one-way delay, so the time read is
+// at most that much late: a propagation time measured from it is short by
+// at most that delay (microseconds on a LAN), never long. An update from
+// a spoke that stamps no send time keeps its observed time.
+func (s *hubSession) toHubClock(u *federationpb.ShardUpdate) {
+	if t := u.GetObservedTime(); t != nil && s.haveOffset {
+		u.ObservedTime = timestamppb.New(t.AsTime().Add(s.offset))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -321,5 +322,38 @@ func TestSyncHubStrayChunkOfRejectedUpdate(t *testing.T) {
 	}
 	if w := serve(t, h, "").hello(t, &federationpb.Hello{ClusterId: "east", Session: "s1", AckedVersion: 1, SentVersion: 2}); !w.GetResume() {
 		t.Error("the hub did not resume a session whose shard it holds whole")
+	}
+}
+
+// TestSyncHubReadsObservedTimesInItsClock: a spoke whose clock is an hour
+// behind the hub's; the hub reads the observed time of its updates in its
+// own clock, late by at most the stream's shortest one-way delay.
+func TestSyncHubReadsObservedTimesInItsClock(t *testing.T) {
+	hubNow := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	conn := newFakeConn()
+	h := testHub(conn)
+	h.cfg.Now = func() time.Time { return hubNow }
+	s := serve(t, h, "")
+	s.hello(t, &federationpb.Hello{ClusterId: "east", Session: "s1"})
+	spokeClock := hubNow.Add(-time.Hour)
+	// Two chunks of one update, the first 30 ms on the way, the second 5.
+	s.update(t, &federationpb.ShardUpdate{
+		Version: 1, Nonce: "n1", Full: true, More: true, Cluster: &federationpb.Cluster{Id: "east"},
+		ObservedTime: timestamppb.New(spokeClock.Add(-100 * time.Millisecond)), SentTime: timestamppb.New(spokeClock.Add(-30 * time.Millisecond)),
+	})
+	s.update(t, &federationpb.ShardUpdate{
+		Version: 1, Nonce: "n1", Full: true, SentTime: timestamppb.New(spokeClock.Add(-5 * time.Millisecond)),
+		Services: []*federationpb.Service{{Namespace: "demo", Name: "echo"}},
+	})
+	if a := s.spoke.expect(t).GetAck(); a.GetVersion() != 1 {
+		t.Fatalf("got %v, want the ack", a)
+	}
+	conn.mu.Lock()
+	defer conn.mu.Unlock()
+	// Observed 100 ms before "now" by the spoke's clock; the offset is
+	// estimated as 1h + 5ms (the faster chunk's delay), so the hub reads
+	// it as 95 ms ago.
+	if got, want := conn.applied[0].GetObservedTime().AsTime(), hubNow.Add(-95*time.Millisecond); !got.Equal(want) {
+		t.Errorf("observed time %v in the hub's clock, want %v", got, want)
 	}
 }

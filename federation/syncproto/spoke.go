@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -259,7 +260,9 @@ func (ss *spokeSession) sendNext() error {
 	sent := 0
 	for i := range u.Len() {
 		ss.armAck()
-		m := &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Update{Update: u.Chunk(i)}}
+		chunk := u.Chunk(i)
+		chunk.SentTime = timestamppb.New(ss.cfg.Clock.Now())
+		m := &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Update{Update: chunk}}
 		if err := ss.t.Send(m); err != nil {
 			return fmt.Errorf("send version %d: %w", u.Version(), err)
 		}

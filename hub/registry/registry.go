@@ -567,6 +567,9 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 	s.version = u.GetVersion()
 	s.status.LastAck = r.now()
 	r.statusChangedLocked()
+	if t := u.GetObservedTime(); t != nil {
+		changes.observed = t.AsTime()
+	}
 	r.publishLocked(changes)
 	return nil
 }
@@ -603,6 +606,8 @@ type changeSet struct {
 	// held are the keys of the imports whose holdings the cluster
 	// reported changed.
 	held map[string]struct{}
+	// observed is when the spoke observed the update's oldest change.
+	observed time.Time
 }
 
 func (c *changeSet) service(key string) {
@@ -826,6 +831,7 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 func (r *Registry) publishLocked(ch changeSet) {
 	prev := r.current.Load()
 	next := &Snapshot{revision: prev.revision + 1, done: make(chan struct{}), clusters: prev.clusters}
+	next.changes.Observed = ch.observed
 	if ch.clusters {
 		// Clusters are few: rebuild their map whenever one changes.
 		next.clusters = make(map[federation.ClusterID]*federation.ClusterInfo, len(r.shards))
