@@ -176,6 +176,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		if h.xds != nil {
 			extra["GET /debug/proxies"] = h.xds.ProxiesHandler()
 			extra["GET /debug/xds"] = h.xds.SetsHandler()
+			extra["GET /debug/explain"] = h.xds.ExplainHandler()
 		}
 		h.http = &http.Server{
 			Handler: debug.HandlerWithOptions(reg, promReg, h.Ready, extra, debug.Options{
@@ -193,6 +194,14 @@ func newXDS(cfg Config, reg *registry.Registry, promReg prometheus.Registerer, e
 	xcfg := xds.Config{
 		Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: cfg.XDSMaxMessageBytes, TrustDomain: cfg.TrustDomain,
 		StreamRate: cfg.XDSStreamRate, StreamBurst: cfg.XDSStreamBurst, Authorize: proxyAuthorizer(cfg.TrustDomain, reg),
+		ClusterNotes: func(id federation.ClusterID) string {
+			for _, st := range reg.Status() {
+				if st.ID == id && st.PolicyRefusals > 0 {
+					return st.LastNackReason
+				}
+			}
+			return ""
+		},
 	}
 	xlog := log.With("component", "xds-tls")
 	if cfg.XDSCertFile != "" {

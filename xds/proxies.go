@@ -337,6 +337,18 @@ func (p *proxies) ackedLocked(ps *proxyState, typeURL string, t *typeState, vers
 	}
 }
 
+// subscribed returns the names a proxy's stream subscribes of a type, nil
+// for a wildcard subscription or an unknown proxy.
+func (p *proxies) subscribed(proxyID, typeURL string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps := p.nodes[proxyID]
+	if ps == nil || ps.Types[typeURL] == nil || ps.Types[typeURL].names == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(ps.Types[typeURL].names))
+}
+
 // typeLabel is a type URL's message name, the type label of metrics:
 // Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, Address,
 // Authorization.

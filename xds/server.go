@@ -48,6 +48,9 @@ type Config struct {
 	// when TLS requires client certificates; nil is
 	// TrustDomainAuthorizer(TrustDomain).
 	Authorize Authorizer
+	// ClusterNotes, when set, tells explain what the cluster policy last
+	// refused of a cluster.
+	ClusterNotes ClusterNotes
 	// StreamRate is how many new streams a second one source IP address
 	// may open once it has spent StreamBurst: 0 is DefaultStreamRate, a
 	// negative rate no limit. Loopback addresses are exempt unless
@@ -105,6 +108,8 @@ type Server struct {
 	ready chan struct{}
 	// beat shows the push loop turning, for the hub's liveness probe.
 	beat liveness.Beat
+	// pushed is the snapshot last pushed, for explain.
+	pushed lastPushed
 }
 
 // New returns a server listening on cfg.Addr.
@@ -265,6 +270,7 @@ func (s *Server) push(snap Snapshot, changes federation.Changes) {
 	// Each set update is applied as it comes: the proxies of the first
 	// sets are answered while the translator builds the rest.
 	err := s.tr.Translate(snap, changes, s.proxies.views(), func(u translate.SetUpdate) { s.cache.ApplyObserved(u, changes.Observed) })
+	s.pushed.Store(&explainSnap{snap})
 	if err != nil {
 		s.log.Error("resources left out of a push", "revision", snap.Revision(), "err", err)
 	}
