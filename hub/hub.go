@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +32,7 @@ import (
 	"github.com/meshfed/meshfed/hub/ingest"
 	"github.com/meshfed/meshfed/hub/policy"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/hub/ui"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/xds"
@@ -173,11 +176,14 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 			return nil, fmt.Errorf("debug listener: %w", err)
 		}
 		extra := map[string]http.Handler{}
+		view := ui.Inputs{Status: reg.Status, Current: reg.Current, Gather: promReg.Gather, Now: time.Now}
 		if h.xds != nil {
 			extra["GET /debug/proxies"] = h.xds.ProxiesHandler()
 			extra["GET /debug/xds"] = h.xds.SetsHandler()
 			extra["GET /debug/explain"] = h.xds.ExplainHandler()
+			view.Proxies = func() []ui.Proxy { return uiProxies(h.xds.Proxies()) }
 		}
+		maps.Copy(extra, ui.Handlers(ui.SourceFunc(view.Build)))
 		h.http = &http.Server{
 			Handler: debug.HandlerWithOptions(reg, promReg, h.Ready, extra, debug.Options{
 				Cmdline: cfg.DebugCmdline, Addr: h.debugLis.Addr(), Hosts: cfg.DebugHosts, Healthy: h.Healthy,
@@ -269,6 +275,19 @@ func isLoopback(addr string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// uiProxies is what the web view shows of the proxies.
+func uiProxies(ps []xds.ProxyStatus) []ui.Proxy {
+	out := make([]ui.Proxy, 0, len(ps))
+	for _, p := range ps {
+		u := ui.Proxy{ID: p.ID, Kind: p.Kind, Cluster: p.Cluster, Network: p.Network, Types: map[string]string{}}
+		for typeURL, t := range p.Types {
+			u.Types[typeURL[strings.LastIndexByte(typeURL, '.')+1:]] = t.State
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // XDS is the hub's xDS server, or nil when disabled.

@@ -171,6 +171,7 @@ func printDemo(w io.Writer, dir string, h *hub.Hub) {
   certificates %s
 
 Look at it:
+  open http://%s/ui in a browser: the live view of the clusterset
   meshfed status --debug-addr %s
   curl -s http://%s/debug/services
   curl -s http://%s/debug/proxies
@@ -185,5 +186,5 @@ and come back when you restore them. Ctrl-C stops it.
 		filepath.Join(dir, "east"), filepath.Join(dir, "west"),
 		demo.EchoPort, demo.EchoBackends()["east"], demo.EchoBackends()["west"],
 		[]string{demo.Gateways()["east"], demo.Gateways()["west"]}, demo.GatewayPort,
-		filepath.Join(dir, "certs"), debugAddr, debugAddr, debugAddr, h.XDSAddr(), filepath.Join(dir, "east"))
+		filepath.Join(dir, "certs"), debugAddr, debugAddr, debugAddr, debugAddr, h.XDSAddr(), filepath.Join(dir, "east"))
 }
