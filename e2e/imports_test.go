@@ -137,7 +137,7 @@ func (s *importingSpoke) connect(t *testing.T, h *hubRun) {
 	client := federationClient(t, addr)
 	link := s.store.Link(addr)
 	stream := s.tracker.Open()
-	u := uplink.New(uplink.Config{ClusterID: s.id, Hub: addr, Imports: link, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
+	u := uplink.New(uplink.Config{ClusterID: s.id, Hub: addr, Imports: link, WritesImports: true, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
 		stream, func(ctx context.Context) (uplink.Stream, error) { return client.Sync(ctx) }, testLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

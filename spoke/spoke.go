@@ -190,7 +190,7 @@ func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, member
 	return &link{
 		conn: conn, stream: stream, metrics: metrics, imports: il,
 		Uplink: uplink.New(uplink.Config{
-			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members, Imports: ilink,
+			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members, Imports: ilink, WritesImports: ilink != nil,
 			MaxMessageBytes: s.cfg.MaxMessageBytes, AckTimeout: s.cfg.AckTimeout,
 			FullAcked: func() {
 				s.ready.Store(true)

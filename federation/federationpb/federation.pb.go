@@ -762,7 +762,12 @@ type Hello struct {
 	// The spoke writes the clusterset's imports into its cluster: the hub
 	// sends it Imports once it serves, and it reports what its cluster
 	// holds with ImportsHeld.
-	Imports       bool `protobuf:"varint,8,opt,name=imports,proto3" json:"imports,omitempty"`
+	Imports bool `protobuf:"varint,8,opt,name=imports,proto3" json:"imports,omitempty"`
+	// The spoke serves its cluster's service mesh (istiod) every service of
+	// the clusterset, not only the MCS imports: its Imports carry every
+	// federated service (Import.mcs tells the MCS imports apart) and the
+	// workloads behind the endpoints.
+	Mesh          bool `protobuf:"varint,9,opt,name=mesh,proto3" json:"mesh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -849,6 +854,13 @@ func (x *Hello) GetProtocolVersion() uint32 {
 func (x *Hello) GetImports() bool {
 	if x != nil {
 		return x.Imports
+	}
+	return false
+}
+
+func (x *Hello) GetMesh() bool {
+	if x != nil {
+		return x.Mesh
 	}
 	return false
 }
@@ -2413,7 +2425,12 @@ type Import struct {
 	Ready []string `protobuf:"bytes,16,rep,name=ready,proto3" json:"ready,omitempty"`
 	// Each exporting cluster's endpoints, as the receiving cluster reaches
 	// them.
-	Sources       []*ImportSource `protobuf:"bytes,17,rep,name=sources,proto3" json:"sources,omitempty"`
+	Sources []*ImportSource `protobuf:"bytes,17,rep,name=sources,proto3" json:"sources,omitempty"`
+	// An MCS import (some cluster exports the service with a
+	// ServiceExport): the cluster holds a ServiceImport of it. Sent to
+	// spokes that serve a mesh, every federated service is an Import; only
+	// these are ServiceImports.
+	Mcs           bool `protobuf:"varint,18,opt,name=mcs,proto3" json:"mcs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2567,6 +2584,13 @@ func (x *Import) GetSources() []*ImportSource {
 	return nil
 }
 
+func (x *Import) GetMcs() bool {
+	if x != nil {
+		return x.Mcs
+	}
+	return false
+}
+
 // ImportConflict is one property on which exports disagree.
 type ImportConflict struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2632,7 +2656,13 @@ type ImportSource struct {
 	// gateway's port.
 	Endpoints []*Endpoint `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	// True when endpoints are gateways.
-	ViaGateway    bool `protobuf:"varint,3,opt,name=via_gateway,json=viaGateway,proto3" json:"via_gateway,omitempty"`
+	ViaGateway bool `protobuf:"varint,3,opt,name=via_gateway,json=viaGateway,proto3" json:"via_gateway,omitempty"`
+	// The workloads behind the endpoints sent as they are (by uid), to a
+	// spoke that serves a mesh: their service accounts and canonical
+	// labels.
+	Workloads []*Workload `protobuf:"bytes,4,rep,name=workloads,proto3" json:"workloads,omitempty"`
+	// The cluster's network.
+	Network       string `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2686,6 +2716,20 @@ func (x *ImportSource) GetViaGateway() bool {
 		return x.ViaGateway
 	}
 	return false
+}
+
+func (x *ImportSource) GetWorkloads() []*Workload {
+	if x != nil {
+		return x.Workloads
+	}
+	return nil
+}
+
+func (x *ImportSource) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
 }
 
 // ImportsHeld reports what the spoke's cluster holds of the imports: the
@@ -2871,7 +2915,7 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\aimports\x18\x05 \x01(\v2$.meshfed.federation.v1alpha1.ImportsH\x00R\aimportsB\x06\n" +
 	"\x04kind\"%\n" +
 	"\aMembers\x12\x1a\n" +
-	"\bclusters\x18\x01 \x03(\tR\bclusters\"\xfd\x01\n" +
+	"\bclusters\x18\x01 \x03(\tR\bclusters\"\x91\x02\n" +
 	"\x05Hello\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
@@ -2881,7 +2925,8 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x05build\x18\x05 \x01(\tR\x05build\x12\x18\n" +
 	"\amembers\x18\x06 \x03(\tR\amembers\x12)\n" +
 	"\x10protocol_version\x18\a \x01(\rR\x0fprotocolVersion\x12\x18\n" +
-	"\aimports\x18\b \x01(\bR\aimports\"\xd0\x01\n" +
+	"\aimports\x18\b \x01(\bR\aimports\x12\x12\n" +
+	"\x04mesh\x18\t \x01(\bR\x04mesh\"\xd0\x01\n" +
 	"\aWelcome\x12\x16\n" +
 	"\x06resume\x18\x01 \x01(\bR\x06resume\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12;\n" +
@@ -3010,7 +3055,7 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x04full\x18\x02 \x01(\bR\x04full\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12=\n" +
 	"\aimports\x18\x04 \x03(\v2#.meshfed.federation.v1alpha1.ImportR\aimports\x12\x18\n" +
-	"\aremoved\x18\x05 \x03(\tR\aremoved\"\x83\a\n" +
+	"\aremoved\x18\x05 \x03(\tR\aremoved\"\x95\a\n" +
 	"\x06Import\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12;\n" +
@@ -3030,15 +3075,18 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\bip_error\x18\x0e \x01(\tR\aipError\x12I\n" +
 	"\tconflicts\x18\x0f \x03(\v2+.meshfed.federation.v1alpha1.ImportConflictR\tconflicts\x12\x14\n" +
 	"\x05ready\x18\x10 \x03(\tR\x05ready\x12C\n" +
-	"\asources\x18\x11 \x03(\v2).meshfed.federation.v1alpha1.ImportSourceR\asources\"B\n" +
+	"\asources\x18\x11 \x03(\v2).meshfed.federation.v1alpha1.ImportSourceR\asources\x12\x10\n" +
+	"\x03mcs\x18\x12 \x01(\bR\x03mcs\"B\n" +
 	"\x0eImportConflict\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x8e\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xed\x01\n" +
 	"\fImportSource\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12C\n" +
 	"\tendpoints\x18\x02 \x03(\v2%.meshfed.federation.v1alpha1.EndpointR\tendpoints\x12\x1f\n" +
 	"\vvia_gateway\x18\x03 \x01(\bR\n" +
-	"viaGateway\"\xac\x01\n" +
+	"viaGateway\x12C\n" +
+	"\tworkloads\x18\x04 \x03(\v2%.meshfed.federation.v1alpha1.WorkloadR\tworkloads\x12\x18\n" +
+	"\anetwork\x18\x05 \x01(\tR\anetwork\"\xac\x01\n" +
 	"\vImportsHeld\x12\x12\n" +
 	"\x04full\x18\x01 \x01(\bR\x04full\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\x12A\n" +
@@ -3189,14 +3237,15 @@ var file_federation_federationpb_federation_proto_depIdxs = []int32{
 	30, // 40: meshfed.federation.v1alpha1.Import.conflicts:type_name -> meshfed.federation.v1alpha1.ImportConflict
 	31, // 41: meshfed.federation.v1alpha1.Import.sources:type_name -> meshfed.federation.v1alpha1.ImportSource
 	23, // 42: meshfed.federation.v1alpha1.ImportSource.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
-	33, // 43: meshfed.federation.v1alpha1.ImportsHeld.imports:type_name -> meshfed.federation.v1alpha1.HeldImport
-	8,  // 44: meshfed.federation.v1alpha1.Federation.Sync:input_type -> meshfed.federation.v1alpha1.SpokeMessage
-	9,  // 45: meshfed.federation.v1alpha1.Federation.Sync:output_type -> meshfed.federation.v1alpha1.HubMessage
-	45, // [45:46] is the sub-list for method output_type
-	44, // [44:45] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	27, // 43: meshfed.federation.v1alpha1.ImportSource.workloads:type_name -> meshfed.federation.v1alpha1.Workload
+	33, // 44: meshfed.federation.v1alpha1.ImportsHeld.imports:type_name -> meshfed.federation.v1alpha1.HeldImport
+	8,  // 45: meshfed.federation.v1alpha1.Federation.Sync:input_type -> meshfed.federation.v1alpha1.SpokeMessage
+	9,  // 46: meshfed.federation.v1alpha1.Federation.Sync:output_type -> meshfed.federation.v1alpha1.HubMessage
+	46, // [46:47] is the sub-list for method output_type
+	45, // [45:46] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_federation_federationpb_federation_proto_init() }

@@ -332,6 +332,9 @@ func (this *Hello) EqualVT(that *Hello) bool {
 	if this.Imports != that.Imports {
 		return false
 	}
+	if this.Mesh != that.Mesh {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -1248,6 +1251,9 @@ func (this *Import) EqualVT(that *Import) bool {
 			}
 		}
 	}
+	if this.Mcs != that.Mcs {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -1307,6 +1313,26 @@ func (this *ImportSource) EqualVT(that *ImportSource) bool {
 		}
 	}
 	if this.ViaGateway != that.ViaGateway {
+		return false
+	}
+	if len(this.Workloads) != len(that.Workloads) {
+		return false
+	}
+	for i, vx := range this.Workloads {
+		vy := that.Workloads[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &Workload{}
+			}
+			if q == nil {
+				q = &Workload{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if this.Network != that.Network {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)

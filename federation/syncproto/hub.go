@@ -92,8 +92,9 @@ type HubConfig struct {
 	// spoke told of the membership (Members messages).
 	Members Membership
 	// Imports, when set, gives the stream of a spoke that writes imports
-	// (Hello.imports) the imports its cluster should hold.
-	Imports func(federation.ClusterID) ImportsFeed
+	// (Hello.imports) the imports its cluster should hold; every federated
+	// service when the spoke serves a mesh (Hello.mesh).
+	Imports func(id federation.ClusterID, mesh bool) ImportsFeed
 	// Now is the hub's clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -199,9 +200,11 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	}
 	var feed ImportsFeed
 	var feedReady <-chan struct{}
-	if hello.GetImports() && h.cfg.Imports != nil {
-		conn.SetImporter()
-		feed = h.cfg.Imports(id)
+	if (hello.GetImports() || hello.GetMesh()) && h.cfg.Imports != nil {
+		if hello.GetImports() {
+			conn.SetImporter()
+		}
+		feed = h.cfg.Imports(id, hello.GetMesh())
 		feedReady = feed.Ready()
 	}
 	for {

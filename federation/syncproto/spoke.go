@@ -85,8 +85,12 @@ type SpokeConfig struct {
 	// sessions (to other hub replicas); by default the spoke keeps its own.
 	Members *Members
 	// Imports, when set, takes the imports the hub sends and reports what
-	// the cluster holds of them: the spoke writes them into its cluster.
+	// the cluster holds of them.
 	Imports ImportsLink
+	// WritesImports: the spoke writes the imports into its cluster (its
+	// reports of what the cluster holds count). Mesh: it serves its
+	// cluster's mesh every federated service. Either needs Imports.
+	WritesImports, Mesh bool
 }
 
 // MaxMembers bounds the membership a spoke keeps and repeats in its
@@ -181,7 +185,8 @@ func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t Spo
 	hello := s.shard.Hello(s.cfg.ClusterID, s.cfg.Build)
 	hello.ProtocolVersion = ProtocolVersion
 	hello.Members = s.Members()
-	hello.Imports = s.cfg.Imports != nil
+	hello.Imports = s.cfg.Imports != nil && s.cfg.WritesImports
+	hello.Mesh = s.cfg.Imports != nil && s.cfg.Mesh
 	if err := t.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: hello}}); err != nil {
 		return nil, cause(ctx, fmt.Errorf("send hello: %w", err))
 	}

@@ -41,6 +41,9 @@ import (
 // Feed is one spoke stream's imports.
 type Feed struct {
 	cluster federation.ClusterID
+	// mesh: the spoke serves its cluster's mesh every federated service,
+	// not only the MCS imports, with the workloads behind the endpoints.
+	mesh    bool
 	current func() *registry.Snapshot
 	// serving is closed once the hub serves (its warm-up ended).
 	serving <-chan struct{}
@@ -53,10 +56,14 @@ type Feed struct {
 var _ syncproto.ImportsFeed = (*Feed)(nil)
 
 // NewFeed returns the feed of cluster's stream, reading snapshots from
-// current, sending nothing before serving is closed.
-func NewFeed(cluster federation.ClusterID, current func() *registry.Snapshot, serving <-chan struct{}) *Feed {
-	return &Feed{cluster: cluster, current: current, serving: serving}
+// current, sending nothing before serving is closed. A mesh feed sends
+// every federated service, not only the MCS imports.
+func NewFeed(cluster federation.ClusterID, mesh bool, current func() *registry.Snapshot, serving <-chan struct{}) *Feed {
+	return &Feed{cluster: cluster, mesh: mesh, current: current, serving: serving}
 }
+
+// wants reports whether the feed sends a service.
+func (f *Feed) wants(v *federation.ServiceView) bool { return f.mesh || v.IsImport() }
 
 // Ready has a value when Next may have a set to send.
 func (f *Feed) Ready() <-chan struct{} {
@@ -79,14 +86,17 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 	if !ok {
 		return nil // the receiver's network is not known before its shard
 	}
-	gateways := resources.GatewaysByNetwork(cur.Clusters(), federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
+	b := Builder{Network: me.Network, Gateways: resources.GatewaysByNetwork(cur.Clusters(), federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)}
+	if f.mesh {
+		b.Workload = cur.Workload
+	}
 	var imports []*federationpb.Import
 	var removed []string
 	full := f.sent == nil
 	if full {
 		for _, v := range cur.Services() {
-			if v.IsImport() {
-				imports = append(imports, Build(v, me.Network, gateways))
+			if f.wants(v) {
+				imports = append(imports, b.Build(v))
 			}
 		}
 	} else {
@@ -106,9 +116,9 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 		for _, k := range keys {
 			v, ok := cur.Service(k)
 			switch {
-			case ok && v.IsImport():
-				imports = append(imports, Build(v, me.Network, gateways))
-			case wasImport(f.sent, k):
+			case ok && f.wants(v):
+				imports = append(imports, b.Build(v))
+			case f.wasSent(f.sent, k):
 				removed = append(removed, k)
 			}
 		}
@@ -122,9 +132,10 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 	return Chunk(f.version, full, imports, removed, maxBytes)
 }
 
-func wasImport(s *registry.Snapshot, key string) bool {
+// wasSent reports whether the feed sent a service in snapshot s.
+func (f *Feed) wasSent(s *registry.Snapshot, key string) bool {
 	v, ok := s.Service(key)
-	return ok && v.IsImport()
+	return ok && f.wants(v)
 }
 
 // changedSince returns the keys of the services changed from one snapshot
@@ -152,9 +163,19 @@ func changedSince(from, to *registry.Snapshot) (keys []string, all bool) {
 	return keys, all
 }
 
-// Build returns the import of v as a cluster on network reaches it,
-// given each network's east-west gateways.
-func Build(v *federation.ServiceView, network federation.NetworkID, gateways map[federation.NetworkID][]*federationpb.Gateway) *federationpb.Import {
+// Builder builds imports for one receiving cluster.
+type Builder struct {
+	// Network is the receiving cluster's.
+	Network federation.NetworkID
+	// Gateways are each network's east-west gateways.
+	Gateways map[federation.NetworkID][]*federationpb.Gateway
+	// Workload, when set, finds the workloads behind endpoints (by their
+	// clusterset key), which a mesh feed sends with each source.
+	Workload func(key string) (*federation.TaggedWorkload, bool)
+}
+
+// Build returns the import of v as the receiving cluster reaches it.
+func (b Builder) Build(v *federation.ServiceView) *federationpb.Import {
 	o := v.Oldest
 	im := &federationpb.Import{
 		Namespace:                     v.Namespace,
@@ -167,6 +188,7 @@ func Build(v *federation.ServiceView, network federation.NetworkID, gateways map
 		Labels:                        o.GetExport().GetLabels(),
 		Annotations:                   o.GetExport().GetAnnotations(),
 		IpError:                       v.IPError,
+		Mcs:                           v.IsImport(),
 	}
 	headless := v.Headless()
 	if headless {
@@ -191,15 +213,16 @@ func Build(v *federation.ServiceView, network federation.NetworkID, gateways map
 	}
 	for _, c := range v.Clusters {
 		im.Clusters = append(im.Clusters, string(c.Cluster))
-		im.Sources = append(im.Sources, source(c, headless, im.Ports, network, gateways))
+		im.Sources = append(im.Sources, b.source(c, headless, im.Ports))
 	}
 	return im
 }
 
 // source returns one exporting cluster's endpoints as network reaches
 // them.
-func source(c federation.ClusterService, headless bool, ports []*federationpb.ServicePort, network federation.NetworkID, gateways map[federation.NetworkID][]*federationpb.Gateway) *federationpb.ImportSource {
-	src := &federationpb.ImportSource{Cluster: string(c.Cluster)}
+func (b Builder) source(c federation.ClusterService, headless bool, ports []*federationpb.ServicePort) *federationpb.ImportSource {
+	network, gateways := b.Network, b.Gateways
+	src := &federationpb.ImportSource{Cluster: string(c.Cluster), Network: string(c.Network)}
 	// Per remote network: whether any of its endpoints is ready, serving.
 	type state struct{ ready, serving bool }
 	var remote map[federation.NetworkID]*state
@@ -207,6 +230,11 @@ func source(c federation.ClusterService, headless bool, ports []*federationpb.Se
 	for _, e := range c.Endpoints {
 		if e.Network == network {
 			src.Endpoints = append(src.Endpoints, e.Endpoint)
+			if uid := e.GetWorkload().GetUid(); b.Workload != nil && uid != "" {
+				if w, ok := b.Workload(federation.WorkloadKey(c.Cluster, uid)); ok {
+					src.Workloads = append(src.Workloads, w.Workload)
+				}
+			}
 			continue
 		}
 		if headless {

@@ -87,7 +87,7 @@ func TestFeed(t *testing.T) {
 		[]*federationpb.Endpoint{endpoint("echo", "10.2.0.1"), endpoint("db", "10.2.0.2")})
 
 	serving := make(chan struct{})
-	feed := NewFeed("east", f.reg.Current, serving)
+	feed := NewFeed("east", false, f.reg.Current, serving)
 	if feed.Ready() != (<-chan struct{})(serving) || feed.Next(1<<20) != nil {
 		t.Fatal("the feed sends before the hub serves")
 	}
@@ -111,8 +111,8 @@ func TestFeed(t *testing.T) {
 	// East reaches its own endpoint by address and west's through west's
 	// TLS gateway, at the gateway's port.
 	wantEcho := []*federationpb.ImportSource{
-		{Cluster: "east", Endpoints: []*federationpb.Endpoint{endpoint("echo", "10.1.0.1")}},
-		{Cluster: "west", ViaGateway: true, Endpoints: []*federationpb.Endpoint{{
+		{Cluster: "east", Network: "n1", Endpoints: []*federationpb.Endpoint{endpoint("echo", "10.1.0.1")}},
+		{Cluster: "west", Network: "n2", ViaGateway: true, Endpoints: []*federationpb.Endpoint{{
 			Address: "192.0.2.10", Ready: true, Serving: true, Network: "n2",
 			Ports: []*federationpb.EndpointPort{{Name: "http", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 15443}},
 		}}},
@@ -159,6 +159,34 @@ func TestFeed(t *testing.T) {
 	}
 }
 
+// A mesh feed (a spoke serving its cluster's istiod) sends every federated
+// service, the MCS imports marked, and the workloads behind the endpoints.
+func TestMeshFeed(t *testing.T) {
+	f := newFixture(t)
+	labelled := service("web", false)
+	labelled.Export.Source = federationpb.ExportSource_EXPORT_SOURCE_LABEL
+	ep := endpoint("web", "10.1.0.5")
+	ep.Workload = &federationpb.WorkloadRef{Kind: "Pod", Name: "web-0", Uid: "uid-web-0"}
+	f.version[f.east]++
+	if err := f.east.Apply("s", &federationpb.ShardUpdate{
+		Version: f.version[f.east], Full: true, Cluster: eastCluster,
+		Services: []*federationpb.Service{service("echo", false), labelled}, Endpoints: []*federationpb.Endpoint{ep},
+		Workloads: []*federationpb.Workload{{Uid: "uid-web-0", Namespace: "demo", Name: "web-0", Ips: []string{"10.1.0.5"}, ServiceAccount: "web", CanonicalName: "web"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	serving := make(chan struct{})
+	close(serving)
+	sets := NewFeed("east", true, f.reg.Current, serving).Next(1 << 20)
+	got := byKey(sets[0].GetImports())
+	if len(got) != 2 || !got["demo/echo"].GetMcs() || got["demo/web"].GetMcs() {
+		t.Fatalf("imports %v, want echo (MCS) and web (not)", sets[0].GetImports())
+	}
+	if w := got["demo/web"].GetSources()[0].GetWorkloads(); len(w) != 1 || w[0].GetServiceAccount() != "web" {
+		t.Errorf("web's workloads %v", w)
+	}
+}
+
 // A cluster's network is known only from its shard: until then the feed
 // waits, and wakes on the next snapshot.
 func TestFeedWaitsForTheReceiversShard(t *testing.T) {
@@ -166,7 +194,7 @@ func TestFeedWaitsForTheReceiversShard(t *testing.T) {
 	f.apply(f.west, westCluster, []*federationpb.Service{service("echo", false)}, nil)
 	serving := make(chan struct{})
 	close(serving)
-	feed := NewFeed("east", f.reg.Current, serving)
+	feed := NewFeed("east", false, f.reg.Current, serving)
 	if sets := feed.Next(1 << 20); sets != nil {
 		t.Fatalf("sets %v before east's shard", sets)
 	}
@@ -260,7 +288,7 @@ func BenchmarkFeedFullSet(b *testing.B) {
 	bytes := 0
 	for b.Loop() {
 		bytes = 0
-		for _, c := range NewFeed("east", r.Current, serving).Next(4 << 20) {
+		for _, c := range NewFeed("east", false, r.Current, serving).Next(4 << 20) {
 			bytes += proto.Size(c)
 		}
 	}

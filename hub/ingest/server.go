@@ -50,7 +50,7 @@ type Config struct {
 	Build string
 	// Imports, when set, gives the stream of an importing spoke the
 	// imports its cluster should hold.
-	Imports func(federation.ClusterID) syncproto.ImportsFeed
+	Imports func(id federation.ClusterID, mesh bool) syncproto.ImportsFeed
 }
 
 // Server implements the Federation service.

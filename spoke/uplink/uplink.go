@@ -42,8 +42,11 @@ type Config struct {
 	// spoke's uplinks to other hub replicas.
 	Members *syncproto.Members
 	// Imports, when set, takes the imports this hub replica sends and
-	// reports to it what the cluster holds: the spoke writes imports.
-	Imports syncproto.ImportsLink
+	// reports to it what the cluster holds. WritesImports: the spoke
+	// writes them into its cluster; Mesh: it serves them to its cluster's
+	// mesh (every federated service, not only the MCS imports).
+	Imports             syncproto.ImportsLink
+	WritesImports, Mesh bool
 	// MaxMessageBytes bounds the messages this spoke sends, when the hub
 	// announces no lower limit.
 	MaxMessageBytes int
@@ -171,6 +174,8 @@ func newUplink(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger,
 		Clock:           clk,
 		Members:         cfg.Members,
 		Imports:         cfg.Imports,
+		WritesImports:   cfg.WritesImports,
+		Mesh:            cfg.Mesh,
 	}, shard, observer{u})
 	return u
 }
