@@ -21,6 +21,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
+	istio.io/api v1.31.0-rc.0.0.20260824154656-b943409680a7
 	istio.io/istio v0.0.0-20260827124520-eed52ebb66ad
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2

@@ -2170,7 +2170,10 @@ type Workload struct {
 	Ready   bool   `protobuf:"varint,13,opt,name=ready,proto3" json:"ready,omitempty"`
 	// Enrolled in ambient mode (annotation ambient.istio.io/redirection:
 	// enabled): reachable over HBONE.
-	Ambient       bool `protobuf:"varint,14,opt,name=ambient,proto3" json:"ambient,omitempty"`
+	Ambient bool `protobuf:"varint,14,opt,name=ambient,proto3" json:"ambient,omitempty"`
+	// Takes Istio mutual TLS (label security.istio.io/tlsMode: istio, which
+	// Istio's sidecar injector sets on the pods it injects).
+	MeshTls       bool `protobuf:"varint,15,opt,name=mesh_tls,json=meshTls,proto3" json:"mesh_tls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2299,6 +2302,13 @@ func (x *Workload) GetReady() bool {
 func (x *Workload) GetAmbient() bool {
 	if x != nil {
 		return x.Ambient
+	}
+	return false
+}
+
+func (x *Workload) GetMeshTls() bool {
+	if x != nil {
+		return x.MeshTls
 	}
 	return false
 }
@@ -3033,7 +3043,7 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\vWorkloadRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
-	"\x03uid\x18\x03 \x01(\tR\x03uid\"\xac\x03\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\"\xc7\x03\n" +
 	"\bWorkload\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3049,7 +3059,8 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x12canonical_revision\x18\v \x01(\tR\x11canonicalRevision\x12\x18\n" +
 	"\anetwork\x18\f \x01(\tR\anetwork\x12\x14\n" +
 	"\x05ready\x18\r \x01(\bR\x05ready\x12\x18\n" +
-	"\aambient\x18\x0e \x01(\bR\aambient\"\xa4\x01\n" +
+	"\aambient\x18\x0e \x01(\bR\aambient\x12\x19\n" +
+	"\bmesh_tls\x18\x0f \x01(\bR\ameshTls\"\xa4\x01\n" +
 	"\aImports\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04full\x18\x02 \x01(\bR\x04full\x12\x12\n" +

@@ -1039,6 +1039,9 @@ func (this *Workload) EqualVT(that *Workload) bool {
 	if this.Ambient != that.Ambient {
 		return false
 	}
+	if this.MeshTls != that.MeshTls {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 

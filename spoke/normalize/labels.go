@@ -60,6 +60,10 @@ const (
 // mode ("enabled"): its traffic is tunnelled over HBONE by ztunnel.
 const AnnotationAmbientRedirection = "ambient.istio.io/redirection"
 
+// LabelTLSMode is the label Istio's sidecar injector sets on the pods it
+// injects ("istio"): they take Istio mutual TLS.
+const LabelTLSMode = "security.istio.io/tlsMode"
+
 // Keys returns the label and annotation keys this package reads on objects
 // of a kind; ServiceExports have none. The kube source drops every other
 // label and annotation before it caches an object, so a function here that
@@ -76,6 +80,7 @@ func Keys(k Kind) (labels, annotations []string) {
 			LabelAppName, LabelApp, LabelAppVersion, LabelVersion,
 			LabelCanonicalName, LabelCanonicalRevision,
 			appsv1.DefaultDeploymentUniqueLabelKey, // names a ReplicaSet's Deployment
+			LabelTLSMode,
 		}, []string{AnnotationAmbientRedirection}
 	case KindNode:
 		return []string{LabelRegion, LabelZone, LabelSubzone}, nil

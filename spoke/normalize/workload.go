@@ -52,6 +52,7 @@ func Workload(in Inputs, o Options, pod *Pod) (*federationpb.Workload, error) {
 		Network:           networkOverride(in, ClusterNetwork(in, o), pod, pod.Namespace),
 		Ready:             pod.Ready,
 		Ambient:           pod.Annotations[AnnotationAmbientRedirection] == "enabled",
+		MeshTls:           pod.Labels[LabelTLSMode] == "istio",
 	}
 	if err := federation.ValidateWorkload(w); err != nil {
 		return nil, j.invalid("", w, err)
