@@ -97,7 +97,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		log.Warn("no --clusters-config: any certificate the CA signed may join the clusterset, and each cluster may claim any network, trust domain and gateway")
 	}
 	pools, _ := clustersetip.ParsePools(cfg.ClustersetCIDR) // validated
-	reg := registry.New(registry.Config{Limits: cfg.Limits, Leases: cfg.Leases, Policy: pol, ClustersetPools: pools})
+	reg := registry.New(registry.Config{Limits: cfg.Limits, Leases: cfg.Leases, Policy: pol, ClustersetPools: pools, Log: log.With("component", "registry")})
 	// Spokes are told what to import once the registry is warm.
 	serving := make(chan struct{})
 	auth := ingest.Authenticator(ingest.PeerCertificate{TrustDomain: cfg.TrustDomain})

@@ -105,6 +105,14 @@ func (r *Registry) setStateLocked(s *shard, state federation.ClusterState) {
 	if s.status.State == state {
 		return
 	}
+	// A lease that lapses is what an operator must notice: its cluster's
+	// endpoints are demoted, then dropped, while nothing else is logged.
+	logf := r.log.Warn
+	if state == federation.Live {
+		logf = r.log.Info
+	}
+	logf("cluster lease changed", "cluster", s.id, "state", state, "previous", s.status.State,
+		"elapsed", r.now().Sub(s.status.StateSince).Round(time.Second))
 	s.status.State = state
 	s.status.StateSince = r.now()
 	r.statusChangedLocked()

@@ -2,8 +2,11 @@ package registry
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,8 +24,15 @@ type leaseTest struct {
 
 func newLeaseTest(t *testing.T, p LeasePolicy) *leaseTest {
 	t.Helper()
+	return newLeaseTestConfig(t, Config{Leases: p})
+}
+
+// newLeaseTestConfig is newLeaseTest with cfg, whose clock it sets.
+func newLeaseTestConfig(t *testing.T, cfg Config) *leaseTest {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	lt := &leaseTest{r: New(Config{Leases: p, Clock: clk}), clock: clk}
+	cfg.Clock = clk
+	lt := &leaseTest{r: New(cfg), clock: clk}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -206,6 +216,60 @@ func TestLeaseReturnWithoutFlap(t *testing.T) {
 	if got := lt.r.Current().Revision(); got != s.Revision() {
 		t.Errorf("an unchanged full state after a return published revision %d after %d", got, s.Revision())
 	}
+}
+
+// TestLeaseChangesLogged: each change of a lease is logged once, a lapse
+// as a warning, with how long the cluster held its previous state.
+func TestLeaseChangesLogged(t *testing.T) {
+	var logs logRecorder
+	lt := newLeaseTestConfig(t, Config{Leases: LeasePolicy{StaleAfter: 30 * time.Second, WithdrawAfter: time.Minute}, Log: slog.New(&logs)})
+	east, _ := eastAndWest(t, lt.r)
+	east.Close()
+	lt.step(t, 30*time.Second)
+	lt.waitState(t, "east", federation.Stale)
+	lt.step(t, 30*time.Second)
+	lt.waitState(t, "east", federation.Withdrawn)
+	lt.r.Connect("east", "")
+	lt.waitState(t, "east", federation.Live)
+
+	want := []string{
+		"WARN cluster lease changed cluster=east state=stale previous=live elapsed=30s",
+		"WARN cluster lease changed cluster=east state=withdrawn previous=stale elapsed=30s",
+		"INFO cluster lease changed cluster=east state=live previous=withdrawn elapsed=0s",
+	}
+	if got := logs.lines(); !slices.Equal(got, want) {
+		t.Errorf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// logRecorder is a slog.Handler that keeps each record as one line:
+// level, message and attributes.
+type logRecorder struct {
+	mu  sync.Mutex
+	out []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		line += " " + a.String()
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.out = append(l.out, line)
+	return nil
+}
+
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+func (l *logRecorder) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.out)
 }
 
 func TestLeaseNeverWithdrawn(t *testing.T) {

@@ -3,6 +3,7 @@ package registry
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -63,6 +64,8 @@ type Config struct {
 	// ClustersetPools are the CIDRs of MCS ClusterSetIPs (zero:
 	// clustersetip.DefaultCIDRs).
 	ClustersetPools clustersetip.Pools
+	// Log receives a line each time a cluster's lease changes (nil: none).
+	Log *slog.Logger
 }
 
 // Registry holds every cluster's shard and publishes clusterset snapshots.
@@ -71,6 +74,7 @@ type Registry struct {
 	leases LeasePolicy
 	clock  clock.Clock
 	now    func() time.Time
+	log    *slog.Logger
 
 	mu     sync.Mutex // serialises writers; readers use current
 	shards map[federation.ClusterID]*shard
@@ -101,11 +105,14 @@ func New(cfg Config) *Registry {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	if cfg.ClustersetPools == (clustersetip.Pools{}) {
 		cfg.ClustersetPools, _ = clustersetip.ParsePools(clustersetip.DefaultCIDRs)
 	}
 	r := &Registry{
-		limits: cfg.Limits, leases: cfg.Leases, clock: cfg.Clock, now: cfg.Clock.Now, shards: map[federation.ClusterID]*shard{},
+		limits: cfg.Limits, leases: cfg.Leases, clock: cfg.Clock, now: cfg.Clock.Now, log: cfg.Log, shards: map[federation.ClusterID]*shard{},
 		imports: importsState{
 			pools:     cfg.ClustersetPools,
 			ipImports: map[string]clustersetip.Import{},
@@ -255,6 +262,13 @@ type ClusterStatus struct {
 	LastNack       time.Time `json:"lastNack,omitzero"`
 	LastNackReason string    `json:"lastNackReason,omitempty"`
 	Nacks          uint64    `json:"nacks"`
+	// LastChangeAt is when the hub applied the newest update that carried
+	// a change, and LastChangeObservedAt when the spoke saw that update's
+	// oldest change (ShardUpdate.observed_time, by the spoke's clock). The
+	// difference is how long the change took to reach the hub: unlike the
+	// age of LastAck, it does not grow while an idle cluster stays in sync.
+	LastChangeAt         time.Time `json:"lastChangeAt,omitzero"`
+	LastChangeObservedAt time.Time `json:"lastChangeObservedAt,omitzero"`
 	// PolicyRefusals counts updates refused because the cluster policy
 	// does not allow something in them (each also a Nack).
 	PolicyRefusals uint64 `json:"policyRefusals"`
@@ -566,6 +580,9 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 	s.session = session
 	s.version = u.GetVersion()
 	s.status.LastAck = r.now()
+	if t := u.GetObservedTime(); t != nil {
+		s.status.LastChangeAt, s.status.LastChangeObservedAt = s.status.LastAck, t.AsTime()
+	}
 	r.statusChangedLocked()
 	if t := u.GetObservedTime(); t != nil {
 		changes.observed = t.AsTime()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -371,5 +373,35 @@ func TestWatchStatus(t *testing.T) {
 	c.Close()
 	if !closed(ch) {
 		t.Fatal("a disconnection did not close the status channel")
+	}
+}
+
+// TestStatusLastChange: the status keeps when the newest update that
+// carried a change was applied and when its spoke observed the change;
+// an update without an observed time (a full state resent with nothing
+// new) keeps them.
+func TestStatusLastChange(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	r := New(Config{Clock: clk})
+	c := r.Connect("east", "test")
+	first := full("east", "n1", 1, []*federationpb.Service{svc("echo")}, nil, nil)
+	observed := clk.Now().Add(-40 * time.Millisecond)
+	first.ObservedTime = timestamppb.New(observed)
+	must(t, c.Apply("s", first))
+	applied := clk.Now()
+	check := func(when string) {
+		t.Helper()
+		st := r.Status()[0]
+		if !st.LastChangeAt.Equal(applied) || !st.LastChangeObservedAt.Equal(observed) {
+			t.Errorf("%s: last change at %v observed at %v; want %v and %v", when, st.LastChangeAt, st.LastChangeObservedAt, applied, observed)
+		}
+	}
+	check("after the first update")
+
+	clk.Step(time.Minute)
+	must(t, c.Apply("s2", full("east", "n1", 1, []*federationpb.Service{svc("echo")}, nil, nil)))
+	check("after a full state without an observed time")
+	if st := r.Status()[0]; !st.LastAck.Equal(clk.Now()) {
+		t.Errorf("last ack %v, want %v", st.LastAck, clk.Now())
 	}
 }
