@@ -33,6 +33,7 @@ import (
 	"github.com/meshfed/meshfed/hub/policy"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/hub/ui"
+	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/xds"
@@ -339,6 +340,7 @@ func (h *Hub) Healthy() error {
 
 // Run serves until ctx ends, then stops gracefully.
 func (h *Hub) Run(ctx context.Context) error {
+	parent := ctx
 	g, ctx := errgroup.WithContext(ctx)
 	h.serving.Store(true)
 	g.Go(func() error {
@@ -402,7 +404,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		g.Go(func() error { return h.xds.Run(ctx, first) })
 	}
 	g.Go(func() error {
-		<-ctx.Done()
+		cli.LogStopping(parent, ctx, h.log)
 		h.serving.Store(false)
 		h.grpc.Stop() // streams are long-lived: GracefulStop would wait for every spoke to leave
 		if h.http != nil {

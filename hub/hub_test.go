@@ -1,8 +1,13 @@
 package hub
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +79,43 @@ func TestReadyz(t *testing.T) {
 	if h.Ready() {
 		t.Error("still ready after Run returned")
 	}
+}
+
+// TestRunLogsStopping: a hub asked to stop says so, with the reason.
+func TestRunLogsStopping(t *testing.T) {
+	var logs lockedBuffer
+	cfg := DefaultConfig()
+	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr, cfg.Insecure = "127.0.0.1:0", "", "", true
+	h, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	cancel(errors.New("interrupt signal received"))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if want := `msg=stopping reason="interrupt signal received"`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the hub's log lacks %s:\n%s", want, logs.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that goroutines may write to at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

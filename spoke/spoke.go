@@ -23,6 +23,7 @@ import (
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/federation/syncproto"
+	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/grpccodec"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/version"
@@ -245,6 +246,7 @@ func releaseMemory(log *slog.Logger) {
 
 // Run federates the cluster until ctx ends.
 func (s *Spoke) Run(ctx context.Context) error {
+	parent := ctx
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return s.source.Run(ctx, func(in normalize.Inputs, changes []normalize.Change) {
@@ -264,6 +266,10 @@ func (s *Spoke) Run(ctx context.Context) error {
 			return serveDebugWith(ctx, lis, s.metrics, debugOptions{cmdline: s.cfg.DebugCmdline, hosts: s.cfg.DebugHosts, ready: s.Ready})
 		})
 	}
+	g.Go(func() error {
+		cli.LogStopping(parent, ctx, s.log)
+		return nil
+	})
 	kind, location := s.cfg.source()
 	s.log.Info("spoke running", "version", version.String(), "hub", s.cfg.Hub, "source", kind, "location", location, "tls", !s.cfg.Insecure)
 	return g.Wait()

@@ -1,12 +1,14 @@
 package xds
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,10 +16,12 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/utils/clock"
 )
 
@@ -204,5 +208,28 @@ func TestDeltaStreamBookCountsSubscriptions(t *testing.T) {
 	await(t, "the ACK in the book", func() bool { return subscribed() != -1 })
 	if got := subscribed(); got != 2 {
 		t.Errorf("the book counts %d subscribed names after the ACK, want 2", got)
+	}
+}
+
+// TestNackLogged: a proxy's NACK is logged as a warning naming the proxy,
+// its cluster, the type and nonce it rejected, and the proxy's reason.
+func TestNackLogged(t *testing.T) {
+	var logs bytes.Buffer
+	m := newMetrics(prometheus.NewRegistry(), func() int64 { return 0 })
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})})
+	id := streamID{delta: true, id: 1}
+	node := &core.Node{Id: "envoy-1", Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+		MetadataClusterID: structpb.NewStringValue("east"), MetadataNetwork: structpb.NewStringValue("n1"),
+	}}}
+	if _, err := p.request(id, node, resourcev3.ClusterType, 0, true, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.request(id, node, resourcev3.ClusterType, 0, true, "7", &rpcstatus.Status{Code: 3, Message: "cluster rejected"}); err != nil {
+		t.Fatal(err)
+	}
+	want := `level=WARN msg="proxy rejected a response" proxy=envoy-1 cluster=east type=` + resourcev3.ClusterType + ` nonce=7 reason="cluster rejected"`
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks\n%s\nin\n%s", want, logs.String())
 	}
 }

@@ -297,7 +297,7 @@ func (p *proxies) request(id streamID, node *core.Node, typeURL string, r reques
 		t.Nacks++
 		delete(t.nonces, nonce)
 		p.metrics.nacks.WithLabelValues(typeURL).Inc()
-		p.log.Warn("proxy rejected a response", "proxy", ps.ID, "type", typeURL, "reason", nack.GetMessage())
+		p.log.Warn("proxy rejected a response", "proxy", ps.ID, "cluster", ps.Cluster, "type", typeURL, "nonce", nonce, "reason", nack.GetMessage())
 	case nonce != "":
 		now := p.now()
 		t.LastAck = now

@@ -118,3 +118,17 @@ func NewFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	return fs
 }
+
+// LogStopping logs that a long-running command stops, and why, once ctx
+// ends. parent is the context the command was run with and ctx the one
+// its components share (an errgroup's): when parent ended, the reason is
+// its cause (for [Main]'s context, the signal received); otherwise a
+// component failed, and its error is logged as one.
+func LogStopping(parent, ctx context.Context, log *slog.Logger) {
+	<-ctx.Done()
+	if parent.Err() != nil {
+		log.Info("stopping", "reason", context.Cause(parent).Error())
+		return
+	}
+	log.Error("stopping", "err", context.Cause(ctx))
+}

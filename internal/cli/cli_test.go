@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -72,5 +75,49 @@ func TestSingle(t *testing.T) {
 		if err := run(t.Context(), args, &stdout, io.Discard); err != nil || got != nil || stdout.String() != "meshfed-hub "+version.String()+"\n" {
 			t.Errorf("run(%q): printed %q, ran %q (%v); want the version only", args, stdout.String(), got, err)
 		}
+	}
+}
+
+// TestLogStopping: a stop asked for by the command's context logs its
+// cause as the reason; a component's failure logs the error.
+func TestLogStopping(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		stop func(parentCancel, groupCancel context.CancelCauseFunc)
+		want map[string]any
+	}{
+		{
+			"signal", func(parent, _ context.CancelCauseFunc) { parent(errors.New("terminated signal received")) },
+			map[string]any{"level": "INFO", "msg": "stopping", "reason": "terminated signal received"},
+		},
+		{
+			"failure", func(_, group context.CancelCauseFunc) { group(errors.New("debug server: listener closed")) },
+			map[string]any{"level": "ERROR", "msg": "stopping", "err": "debug server: listener closed"},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{
+				ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+					if a.Key == slog.TimeKey {
+						return slog.Attr{}
+					}
+					return a
+				},
+			}))
+			parent, parentCancel := context.WithCancelCause(t.Context())
+			defer parentCancel(nil)
+			group, groupCancel := context.WithCancelCause(parent)
+			defer groupCancel(nil)
+			tt.stop(parentCancel, groupCancel)
+			LogStopping(parent, group, log)
+			var got map[string]any
+			if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+				t.Fatalf("%v: %q", err, buf.String())
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("logged %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
