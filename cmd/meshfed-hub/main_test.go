@@ -14,12 +14,14 @@ import (
 // TestRunIsMeshfedHub: the binary runs `meshfed hub` under its own
 // name (cli.Single does the rest, and is tested there).
 func TestRunIsMeshfedHub(t *testing.T) {
-	var stderr bytes.Buffer
-	if err := run(t.Context(), []string{"hub", "-h"}, &bytes.Buffer{}, &stderr); !errors.Is(err, flag.ErrHelp) {
-		t.Errorf("run(%q) = %v, want flag.ErrHelp", "hub -h", err)
-	}
-	if !strings.Contains(stderr.String(), "Usage of meshfed-hub") || !strings.Contains(stderr.String(), "-clusters-config") {
-		t.Errorf("no hub usage:\n%s", stderr.String())
+	for _, args := range [][]string{{"hub", "-h"}, {"--help"}} {
+		var stderr bytes.Buffer
+		if err := run(t.Context(), args, &bytes.Buffer{}, &stderr); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("run(%q) = %v, want flag.ErrHelp", args, err)
+		}
+		if !strings.Contains(stderr.String(), "Usage:\n  meshfed-hub [flags]") || !strings.Contains(stderr.String(), "\n  --clusters-config") {
+			t.Errorf("run(%q): no hub usage:\n%s", args, stderr.String())
+		}
 	}
 	var stdout bytes.Buffer
 	if err := run(t.Context(), []string{"--version"}, &stdout, &bytes.Buffer{}); err != nil || stdout.String() != "meshfed-hub "+version.String()+"\n" {

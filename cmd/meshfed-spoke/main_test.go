@@ -14,12 +14,14 @@ import (
 // TestRunIsMeshfedSpoke: the binary runs `meshfed spoke` under its own
 // name (cli.Single does the rest, and is tested there).
 func TestRunIsMeshfedSpoke(t *testing.T) {
-	var stderr bytes.Buffer
-	if err := run(t.Context(), []string{"spoke", "-h"}, &bytes.Buffer{}, &stderr); !errors.Is(err, flag.ErrHelp) {
-		t.Errorf("run(%q) = %v, want flag.ErrHelp", "spoke -h", err)
-	}
-	if !strings.Contains(stderr.String(), "Usage of meshfed-spoke") || !strings.Contains(stderr.String(), "-gc-percent") {
-		t.Errorf("no spoke usage:\n%s", stderr.String())
+	for _, args := range [][]string{{"spoke", "-h"}, {"--help"}} {
+		var stderr bytes.Buffer
+		if err := run(t.Context(), args, &bytes.Buffer{}, &stderr); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("run(%q) = %v, want flag.ErrHelp", args, err)
+		}
+		if !strings.Contains(stderr.String(), "Usage:\n  meshfed-spoke [flags]") || !strings.Contains(stderr.String(), "\n  --gc-percent") {
+			t.Errorf("run(%q): no spoke usage:\n%s", args, stderr.String())
+		}
 	}
 	var stdout bytes.Buffer
 	if err := run(t.Context(), []string{"--version"}, &stdout, &bytes.Buffer{}); err != nil || stdout.String() != "meshfed-spoke "+version.String()+"\n" {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,33 +29,62 @@ import (
 
 var demoClusters = []struct{ id, network string }{{"east", "network-east"}, {"west", "network-west"}}
 
+type demoOptions struct {
+	dir, fedAddr, debugAddr, xdsAddr string
+	log                              cli.LogFlags
+}
+
+func demoFlags(fs *flag.FlagSet) *demoOptions {
+	o := &demoOptions{log: cli.LogFlags{Level: "warn"}}
+	fs.StringVar(&o.dir, "dir", "", "working directory for the manifests and certificates (default: a new temporary one)")
+	fs.StringVar(&o.fedAddr, "federation-addr", "127.0.0.1:9443", "the hub's federation address")
+	fs.StringVar(&o.debugAddr, "debug-addr", "127.0.0.1:8080", "the hub's debug address")
+	fs.StringVar(&o.xdsAddr, "xds-addr", "127.0.0.1:15010", "the hub's xDS address")
+	o.log.Add(fs)
+	return o
+}
+
+var demoHelp = cli.Help{
+	Args: "[flags]\n  meshfed demo client [flags]",
+	Summary: "Run a hub and two spokes (east, west) on loopback, from embedded manifests it writes into --dir,\n" +
+		"with a gRPC echo server per pod and an east-west gateway per cluster. Edit the manifests to see\n" +
+		"the hub follow; 'meshfed demo client' calls echo through the hub's xDS.",
+	Groups: []cli.FlagGroup{
+		{Title: "The demo's hub", Flags: []string{"federation-addr", "xds-addr", "debug-addr"}},
+		{Title: "Files and logs", Flags: []string{"dir", "log-level", "log-format"}},
+	},
+	Examples: []string{
+		"meshfed demo",
+		"# In a second terminal\nmeshfed status\nmeshfed demo client",
+	},
+}
+
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "client" {
 		return runDemoClient(ctx, args[1:], stdout, stderr)
 	}
 	fset := cli.NewFlagSet("meshfed demo", stderr)
-	dir := fset.String("dir", "", "working directory for the manifests and certificates (default: a new temporary one)")
-	fedAddr := fset.String("federation-addr", "127.0.0.1:9443", "the hub's federation address")
-	debugAddr := fset.String("debug-addr", "127.0.0.1:8080", "the hub's debug address")
-	xdsAddr := fset.String("xds-addr", "127.0.0.1:15010", "the hub's xDS address")
-	lf := cli.LogFlags{Level: "warn"}
-	lf.Add(fset)
+	o := demoFlags(fset)
+	demoHelp.Install(fset)
 	if err := fset.Parse(args); err != nil {
 		return err
 	}
-	log, err := lf.Logger(stderr)
+	if fset.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (meshfed demo client is the demo's client)", fset.Arg(0))
+	}
+	log, err := o.log.Logger(stderr)
 	if err != nil {
 		return err
 	}
-	if *dir == "" {
-		if *dir, err = os.MkdirTemp("", "meshfed-demo-"); err != nil {
+	if o.dir == "" {
+		if o.dir, err = os.MkdirTemp("", "meshfed-demo-"); err != nil {
 			return err
 		}
 	}
-	if err := writeDemoFiles(*dir); err != nil {
+	if err := writeDemoFiles(o.dir); err != nil {
 		return err
 	}
-	certs := filepath.Join(*dir, "certs")
+	certs := filepath.Join(o.dir, "certs")
 	ids := make([]string, 0, len(demoClusters))
 	for _, c := range demoClusters {
 		ids = append(ids, c.id)
@@ -64,7 +94,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 
 	hcfg := hub.DefaultConfig()
-	hcfg.FederationAddr, hcfg.DebugAddr, hcfg.XDSAddr, hcfg.ID = *fedAddr, *debugAddr, *xdsAddr, "demo-hub"
+	hcfg.FederationAddr, hcfg.DebugAddr, hcfg.XDSAddr, hcfg.ID = o.fedAddr, o.debugAddr, o.xdsAddr, "demo-hub"
 	// The demo's spokes start with its hub and name no members: the first
 	// warm-up runs to its limit, so keep it short.
 	hcfg.XDSWarmUp = 2 * time.Second
@@ -81,7 +111,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		scfg.ClusterID, scfg.Network, scfg.Build = c.id, c.network, version.Version()
 		scfg.Hub = h.FederationAddr().String()
 		scfg.ServerName = "localhost"
-		scfg.Manifests = filepath.Join(*dir, c.id)
+		scfg.Manifests = filepath.Join(o.dir, c.id)
 		scfg.CertFile, scfg.KeyFile, scfg.CAFile = filepath.Join(certs, c.id+".crt"), filepath.Join(certs, c.id+".key"), filepath.Join(certs, "ca.crt")
 		s, err := spoke.New(scfg, log.With("process", "spoke"))
 		if err != nil {
@@ -115,7 +145,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			return fmt.Errorf("the demo clusters did not sync within 30s: %w", err)
 		}
-		printDemo(stdout, *dir, h)
+		printDemo(stdout, o.dir, h)
 		return nil
 	})
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {

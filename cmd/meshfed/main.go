@@ -4,11 +4,17 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
+	"github.com/meshfed/meshfed/bench"
+	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/version"
+	"github.com/meshfed/meshfed/spoke"
 )
 
 const usage = `meshfed federates service meshes across Kubernetes clusters.
@@ -16,15 +22,61 @@ const usage = `meshfed federates service meshes across Kubernetes clusters.
 Usage:
   meshfed hub     [flags]   run the hub: spokes connect to it
   meshfed spoke   [flags]   run a spoke: federate one cluster to the hub
-  meshfed status  [flags]   show the clusters a hub knows
+  meshfed status  [flags]   show the clusters a hub knows (--wait: until they are all live and synced)
   meshfed demo    [flags]   run a hub and two spokes (east, west) on loopback
   meshfed demo client       call the demo's echo through the hub's xDS, printing who answers
   meshfed certs   [flags]   mint a throwaway CA and hub/cluster certificates
   meshfed bench   [flags]   run the load harness: simulated spokes, xDS clients and churn against a hub and a baseline
+  meshfed completion bash|zsh|fish
+                            print a shell completion script
   meshfed version           print the version
 
-Run 'meshfed <command> -h' for a command's flags.
+Run 'meshfed <command> --help' (or 'meshfed help <command>') for a command's flags.
 `
+
+// command is one of meshfed's commands, as help and completion see it.
+type command struct {
+	name    string // as typed after meshfed: "status", "demo client"
+	summary string
+	// flags declares the command's flags on fs (nil: it takes none).
+	flags func(fs *flag.FlagSet)
+	// words are the arguments it takes other than flags and subcommands
+	// ("bash", "zsh", "fish" for completion).
+	words []string
+}
+
+// commands lists every command and subcommand, for help and completion;
+// run dispatches them.
+func commands() []command {
+	return []command{
+		{name: "hub", summary: "run the hub: spokes connect to it", flags: func(fs *flag.FlagSet) {
+			cfg := hub.DefaultConfig()
+			cfg.AddFlags(fs)
+			new(cli.LogFlags).Add(fs)
+		}},
+		{name: "spoke", summary: "run a spoke: federate one cluster to the hub", flags: func(fs *flag.FlagSet) {
+			cfg := spoke.DefaultConfig()
+			cfg.AddFlags(fs)
+			new(cli.LogFlags).Add(fs)
+		}},
+		{name: "status", summary: "show the clusters a hub knows", flags: func(fs *flag.FlagSet) { statusFlags(fs) }},
+		{name: "demo", summary: "run a hub and two spokes on loopback", flags: func(fs *flag.FlagSet) { demoFlags(fs) }},
+		{name: "demo client", summary: "call the demo's echo through the hub's xDS", flags: func(fs *flag.FlagSet) { demoClientFlags(fs) }},
+		{name: "certs", summary: "mint a throwaway CA and certificates", flags: func(fs *flag.FlagSet) { certsFlags(fs) }},
+		{name: "bench", summary: "run the load harness", flags: func(fs *flag.FlagSet) {
+			cfg := bench.DefaultConfig()
+			benchFlags(fs, &cfg)
+		}},
+		{name: "bench baseline-hub", summary: "the baseline server the load harness measures meshfed against", flags: func(fs *flag.FlagSet) {
+			cfg := hub.DefaultConfig()
+			cfg.AddFlags(fs)
+			new(cli.LogFlags).Add(fs)
+		}},
+		{name: "completion", summary: "print a shell completion script", words: []string{"bash", "zsh", "fish"}},
+		{name: "version", summary: "print the version"},
+		{name: "help", summary: "print a command's help"},
+	}
+}
 
 func main() { cli.Main("meshfed", run) }
 
@@ -47,14 +99,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCerts(args, stdout, stderr)
 	case "bench":
 		return runBench(ctx, args, stdout, stderr)
+	case "completion":
+		return runCompletion(args, stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "meshfed", version.String())
-		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+		return runVersion(ctx, args, stdout, stderr)
+	case "help", "-h", "--help", "-help":
+		return runHelp(ctx, args, stdout, stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
+}
+
+// runHelp prints the usage, or with a command's name that command's help
+// (as its --help does, on stdout).
+func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	name := strings.Join(args, " ")
+	if !slices.ContainsFunc(commands(), func(c command) bool { return c.name == name }) {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", name)
+	}
+	switch name {
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	case "version":
+		fmt.Fprintln(stdout, "Usage:\n  meshfed version\n\nPrint the version of this build (also: meshfed --version).")
+		return nil
+	}
+	// The commands print their help where their flag errors go.
+	err := run(ctx, append(slices.Clone(args), "--help"), stdout, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+// runVersion prints the build's version.
+func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return runHelp(ctx, []string{"version"}, stdout, stderr)
+	}
+	fmt.Fprintln(stdout, "meshfed", version.String())
+	return nil
 }

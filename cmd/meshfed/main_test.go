@@ -11,10 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 func TestMain(m *testing.M) {
+	// envtest logs through controller-runtime's logger: without one set it
+	// prints a notice with a stack trace once the binary is 30 s old.
+	ctrllog.SetLogger(logr.Discard())
 	goleak.VerifyTestMain(m)
 }
 

@@ -99,12 +99,13 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 
 // ParseCommand parses the flags a long-running command's config adds, and
 // the logging flags, and returns the logger they configure. name is the
-// command as typed ("meshfed hub").
-func ParseCommand(name string, args []string, stderr io.Writer, addFlags func(*flag.FlagSet)) (*slog.Logger, error) {
+// command as typed ("meshfed hub"); help is what -h prints.
+func ParseCommand(name string, args []string, stderr io.Writer, addFlags func(*flag.FlagSet), help Help) (*slog.Logger, error) {
 	var lf LogFlags
 	fs := NewFlagSet(name, stderr)
 	addFlags(fs)
 	lf.Add(fs)
+	help.Install(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
