@@ -16,6 +16,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -231,5 +232,14 @@ func TestNackLogged(t *testing.T) {
 	want := `level=WARN msg="proxy rejected a response" proxy=envoy-1 cluster=east type=` + resourcev3.ClusterType + ` nonce=7 reason="cluster rejected"`
 	if !strings.Contains(logs.String(), want) {
 		t.Errorf("the log lacks\n%s\nin\n%s", want, logs.String())
+	}
+}
+
+// TestNackSeriesFromTheStart: every type served has its NACK series from
+// the start, at 0, so that an alert on increase() sees its first NACK.
+func TestNackSeriesFromTheStart(t *testing.T) {
+	m := newMetrics(prometheus.NewRegistry(), func() int64 { return 0 })
+	if n := testutil.CollectAndCount(m.nacks, "meshfed_xds_nacks_total"); n != 6 {
+		t.Errorf("%d series of meshfed_xds_nacks_total, want one per type served (CDS, EDS, LDS, RDS, Address, Authorization)", n)
 	}
 }

@@ -1,6 +1,9 @@
 package xds
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type metrics struct {
 	// propagation times changes from a spoke observing them to a proxy
@@ -39,6 +42,11 @@ func newMetrics(reg prometheus.Registerer, encoded func() int64) *metrics {
 	}, func() float64 { return float64(encoded()) })
 	for _, r := range refusalReasons {
 		m.refused.WithLabelValues(r) // every reason shows, at 0 until it happens
+	}
+	// Every type served shows at 0 too, so that increase() sees a type's
+	// first NACK.
+	for _, t := range []string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType, AddressType, AuthorizationType} {
+		m.nacks.WithLabelValues(t)
 	}
 	if reg != nil {
 		reg.MustRegister(m.propagation, m.proxies, m.nacks, m.refused, m.pushes, m.pushTime, encodes)

@@ -12,6 +12,8 @@ import (
 //	meshfed_hub_cluster_state{cluster,state}               1 for the cluster's state, 0 for the others
 //	meshfed_hub_cluster_last_seen_timestamp_seconds{cluster} when the hub last heard from its spoke
 //	meshfed_hub_policy_refusals_total{cluster}              updates refused by the cluster policy
+//	meshfed_hub_supersessions_total{cluster}                streams taken over by a spoke of another session
+//	meshfed_hub_cluster_change_lag_seconds{cluster}         how long the newest change took from the spoke to the hub
 //	meshfed_hub_imports                                     MCS imports (services exported with a ServiceExport)
 //	meshfed_hub_import_ip_errors                            imports lacking a ClusterSetIP (--clusterset-cidr exhausted)
 //	meshfed_hub_clusterset_ip_collisions                    ClusterSetIPs held for two imports (the older keeps it)
@@ -27,6 +29,10 @@ var (
 		"When the hub last heard from a cluster's spoke (now while its stream is up).", []string{"cluster"}, nil)
 	policyRefusalsDesc = prometheus.NewDesc("meshfed_hub_policy_refusals_total",
 		"Shard updates of a cluster refused because the cluster policy does not allow something in them (the Nack and the hub's log name the object and field).", []string{"cluster"}, nil)
+	supersessionsDesc = prometheus.NewDesc("meshfed_hub_supersessions_total",
+		"Streams of a cluster taken over, while they were up, by a spoke of another session: a spoke pod replaced, or two spokes running for one cluster when it keeps growing.", []string{"cluster"}, nil)
+	changeLagDesc = prometheus.NewDesc("meshfed_hub_cluster_change_lag_seconds",
+		"How long the cluster's newest change took from its spoke observing it to the hub applying it (the LAG of meshfed status; includes clock skew between the two). Absent until a change arrives.", []string{"cluster"}, nil)
 	importsDesc = prometheus.NewDesc("meshfed_hub_imports",
 		"MCS imports: services some cluster exports with a ServiceExport, each a ServiceImport in every member cluster.", nil, nil)
 	importIPErrorsDesc = prometheus.NewDesc("meshfed_hub_import_ip_errors",
@@ -40,6 +46,8 @@ func (c *ClusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- clusterStateDesc
 	ch <- clusterLastSeenDesc
 	ch <- policyRefusalsDesc
+	ch <- supersessionsDesc
+	ch <- changeLagDesc
 	ch <- importsDesc
 	ch <- importIPErrorsDesc
 	ch <- collisionsDesc
@@ -61,6 +69,10 @@ func (c *ClusterCollector) Collect(ch chan<- prometheus.Metric) {
 				float64(st.LastSeen.UnixNano())/1e9, id)
 		}
 		ch <- prometheus.MustNewConstMetric(policyRefusalsDesc, prometheus.CounterValue, float64(st.PolicyRefusals), id)
+		ch <- prometheus.MustNewConstMetric(supersessionsDesc, prometheus.CounterValue, float64(st.Supersessions), id)
+		if !st.LastChangeAt.IsZero() {
+			ch <- prometheus.MustNewConstMetric(changeLagDesc, prometheus.GaugeValue, st.LastChangeAt.Sub(st.LastChangeObservedAt).Seconds(), id)
+		}
 	}
 	if snap := c.src.Current(); snap != nil {
 		imports, ipErrors := 0, 0

@@ -23,10 +23,16 @@ func (fixedSource) ClustersetIPCollisions() []clustersetip.Collision { return ni
 func TestClusterCollector(t *testing.T) {
 	seen := time.Unix(1_700_000_000, 500_000_000)
 	src := fixedSource{
-		{ID: "east", State: federation.Live, Connected: true, LastSeen: seen},
+		{
+			ID: "east", State: federation.Live, Connected: true, LastSeen: seen, Supersessions: 1,
+			LastChangeAt: seen, LastChangeObservedAt: seen.Add(-1500 * time.Millisecond),
+		},
 		{ID: "west", State: federation.Stale, LastSeen: seen.Add(-time.Minute), PolicyRefusals: 3},
 	}
 	want := `
+# HELP meshfed_hub_cluster_change_lag_seconds How long the cluster's newest change took from its spoke observing it to the hub applying it (the LAG of meshfed status; includes clock skew between the two). Absent until a change arrives.
+# TYPE meshfed_hub_cluster_change_lag_seconds gauge
+meshfed_hub_cluster_change_lag_seconds{cluster="east"} 1.5
 # HELP meshfed_hub_cluster_last_seen_timestamp_seconds When the hub last heard from a cluster's spoke (now while its stream is up).
 # TYPE meshfed_hub_cluster_last_seen_timestamp_seconds gauge
 meshfed_hub_cluster_last_seen_timestamp_seconds{cluster="east"} 1.7000000005e+09
@@ -46,6 +52,10 @@ meshfed_hub_clusterset_ip_collisions 0
 # TYPE meshfed_hub_policy_refusals_total counter
 meshfed_hub_policy_refusals_total{cluster="east"} 0
 meshfed_hub_policy_refusals_total{cluster="west"} 3
+# HELP meshfed_hub_supersessions_total Streams of a cluster taken over, while they were up, by a spoke of another session: a spoke pod replaced, or two spokes running for one cluster when it keeps growing.
+# TYPE meshfed_hub_supersessions_total counter
+meshfed_hub_supersessions_total{cluster="east"} 1
+meshfed_hub_supersessions_total{cluster="west"} 0
 `
 	if err := testutil.CollectAndCompare(NewClusterCollector(src), strings.NewReader(want)); err != nil {
 		t.Error(err)

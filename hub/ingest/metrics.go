@@ -51,6 +51,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) connected(id federation.ClusterID, delta float64) {
 	if m != nil {
 		m.streams.WithLabelValues(string(id)).Add(delta)
+		// Both results exist from the cluster's first stream, so that
+		// increase() sees its first Nack.
+		m.updates.WithLabelValues(string(id), "ack")
+		m.updates.WithLabelValues(string(id), "nack")
 	}
 }
 

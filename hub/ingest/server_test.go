@@ -213,3 +213,19 @@ func TestIngestSuperseded(t *testing.T) {
 		t.Errorf("%v streams of east counted, want 1", got)
 	}
 }
+
+// TestUpdateSeriesFromTheFirstStream: a cluster's ack and nack series
+// exist, at 0, from its first stream, so that an alert on increase()
+// sees its first Nack.
+func TestUpdateSeriesFromTheFirstStream(t *testing.T) {
+	metrics := NewMetrics(prometheus.NewRegistry())
+	metrics.connected("east", 1)
+	for _, result := range []string{"ack", "nack"} {
+		if got := testutil.ToFloat64(metrics.updates.WithLabelValues("east", result)); got != 0 {
+			t.Errorf("%s: %v", result, got)
+		}
+	}
+	if n := testutil.CollectAndCount(metrics.updates, "meshfed_hub_shard_updates_total"); n != 2 {
+		t.Errorf("%d series of meshfed_hub_shard_updates_total, want east's ack and nack", n)
+	}
+}
