@@ -81,6 +81,7 @@ const waitLimit = 30 * time.Second
 func TestChartsOnAPIServer(t *testing.T) {
 	api := newAPIServer(t, kubetest.Start(t, 1)[0])
 	api.installCRDs(t, filepath.Join("testdata", "apply-cert-manager-certificates.crd.yaml"))
+	api.installCRDs(t, filepath.Join("testdata", "apply-prometheus-operator.crd.yaml"))
 	h := newHelm(t)
 	api.createNamespace(t, namespace)
 
@@ -93,6 +94,9 @@ func TestChartsOnAPIServer(t *testing.T) {
 		{"hub-user-affinity", "meshfed-hub"},
 		{"hub-ha-xds", "meshfed-hub"},
 		{"hub-services", "meshfed-hub"},
+		{"hub-podmonitor", "meshfed-hub"},
+		{"hub-monitoring", "meshfed-hub"},
+		{"spoke-podmonitor", "meshfed-spoke"},
 		{"spoke-hub-list", "meshfed-spoke"},
 		{"spoke", "meshfed-spoke"},
 	} {

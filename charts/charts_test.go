@@ -60,6 +60,7 @@ func TestCharts(t *testing.T) {
 		{name: "hub-single", chart: "meshfed-hub", check: checkHubSingle},
 		{name: "hub-user-affinity", chart: "meshfed-hub", check: checkHubUserAffinity},
 		{name: "hub-podmonitor", chart: "meshfed-hub", check: checkPodMonitor},
+		{name: "hub-monitoring", chart: "meshfed-hub", check: checkHubMonitoring},
 		{name: "hub-services", chart: "meshfed-hub", check: checkHubServicesOptions},
 		{name: "spoke-podmonitor", chart: "meshfed-spoke", check: checkPodMonitor},
 		{name: "hub-loopback-debug", chart: "meshfed-hub", wantErr: `debug.host "127.0.0.1" is loopback-only`},
@@ -215,6 +216,8 @@ type rendered struct {
 	crds         []apiextensionsv1.CustomResourceDefinition
 	netpols      []networkingv1.NetworkPolicy
 	podMonitors  []podMonitor
+	// prometheusRules are the hub's alerts.
+	prometheusRules []prometheusRule
 	// objects is every object's metadata, and sources the template each
 	// came from, by "<kind>/<name>".
 	objects []metav1.Object
@@ -267,6 +270,8 @@ func parse(t *testing.T, out string) rendered {
 			obj = decode(t, doc, &r.netpols)
 		case "PodMonitor":
 			obj = decode(t, doc, &r.podMonitors)
+		case "PrometheusRule":
+			obj = decode(t, doc, &r.prometheusRules)
 		default:
 			t.Fatalf("unexpected kind %s (add it to parse):\n%s", meta.Kind, doc)
 		}
@@ -415,6 +420,12 @@ func checkHubDefaults(t *testing.T, r rendered) {
 		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.StrVal != "debug" {
 			t.Errorf("probe %+v, want GET %s on port debug", p.probe, p.path)
 		}
+	}
+	// meshfed status --kubeconfig finds the hub's pods by
+	// app.kubernetes.io/name=meshfed-hub (its --hub-selector's default),
+	// and forwards to their container port named debug.
+	if got := d.Spec.Template.Labels["app.kubernetes.io/name"]; got != "meshfed-hub" {
+		t.Errorf("pod label app.kubernetes.io/name=%q: meshfed status's default --hub-selector does not find the pods", got)
 	}
 }
 
