@@ -264,7 +264,8 @@ type ClusterStatus struct {
 	Nacks          uint64    `json:"nacks"`
 	// LastChangeAt is when the hub applied the newest update that carried
 	// a change, and LastChangeObservedAt when the spoke saw that update's
-	// oldest change (ShardUpdate.observed_time, by the spoke's clock). The
+	// oldest change (ShardUpdate.observed_time, read in the hub's clock
+	// through the offset estimated on the spoke's stream). The
 	// difference is how long the change took to reach the hub: unlike the
 	// age of LastAck, it does not grow while an idle cluster stays in sync.
 	LastChangeAt         time.Time `json:"lastChangeAt,omitzero"`
@@ -582,11 +583,9 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 	s.status.LastAck = r.now()
 	if t := u.GetObservedTime(); t != nil {
 		s.status.LastChangeAt, s.status.LastChangeObservedAt = s.status.LastAck, t.AsTime()
-	}
-	r.statusChangedLocked()
-	if t := u.GetObservedTime(); t != nil {
 		changes.observed = t.AsTime()
 	}
+	r.statusChangedLocked()
 	r.publishLocked(changes)
 	return nil
 }
