@@ -68,7 +68,7 @@ type grafanaDashboard struct {
 var monitoringAlerts = []string{
 	"MeshfedClusterStale", "MeshfedClusterWithdrawn", "MeshfedClusterUpdatesRejected", "MeshfedClusterPolicyRefusals",
 	"MeshfedClusterPolicyReloadRefused", "MeshfedSpokeStreamsTakenOver", "MeshfedTwoSpokesForOneCluster",
-	"MeshfedProxiesRejectConfiguration", "MeshfedClustersetIPPoolExhausted", "MeshfedCertificateExpiresSoon",
+	"MeshfedProxiesRejectConfiguration", "MeshfedProxiesBehind", "MeshfedClustersetIPPoolExhausted", "MeshfedCertificateExpiresSoon",
 	"MeshfedCertificateExpiresVerySoon",
 }
 

@@ -223,10 +223,10 @@ func TestNackLogged(t *testing.T) {
 	node := &core.Node{Id: "envoy-1", Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
 		MetadataClusterID: structpb.NewStringValue("east"), MetadataNetwork: structpb.NewStringValue("n1"),
 	}}}
-	if _, err := p.request(id, node, resourcev3.ClusterType, 0, true, "", nil); err != nil {
+	if _, err := p.request(id, node, resourcev3.ClusterType, requestState{wildcard: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.request(id, node, resourcev3.ClusterType, 0, true, "7", &rpcstatus.Status{Code: 3, Message: "cluster rejected"}); err != nil {
+	if _, err := p.request(id, node, resourcev3.ClusterType, requestState{wildcard: true, nonce: "7", nack: &rpcstatus.Status{Code: 3, Message: "cluster rejected"}}); err != nil {
 		t.Fatal(err)
 	}
 	want := `level=WARN msg="proxy rejected a response" proxy=envoy-1 cluster=east type=` + resourcev3.ClusterType + ` nonce=7 reason="cluster rejected"`

@@ -43,6 +43,11 @@ func newMetrics(reg prometheus.Registerer, encoded func() int64) *metrics {
 	for _, r := range refusalReasons {
 		m.refused.WithLabelValues(r) // every reason shows, at 0 until it happens
 	}
+	// The series of every type each kind of proxy watches exist from the
+	// start, so that dashboards and rate() see the first change.
+	for _, s := range kindTypes {
+		m.propagation.WithLabelValues(s.typ, s.kind)
+	}
 	// Every type served shows at 0 too, so that increase() sees a type's
 	// first NACK.
 	for _, t := range []string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType, AddressType, AuthorizationType} {
@@ -76,10 +81,25 @@ func (c behindCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- behindSecondsDesc
 }
 
+// kindTypes are the types each kind of proxy watches: gRPC clients and
+// Envoy the four xDS types, ztunnels the workload API's addresses.
+var kindTypes = func() []struct{ typ, kind string } {
+	var out []struct{ typ, kind string }
+	for _, kind := range []string{kindGRPC, kindEnvoy} {
+		for _, typ := range []string{"Cluster", "ClusterLoadAssignment", "Listener", "RouteConfiguration"} {
+			out = append(out, struct{ typ, kind string }{typ, kind})
+		}
+	}
+	return append(out, struct{ typ, kind string }{"Address", kindZtunnel})
+}()
+
 // Collect implements prometheus.Collector.
 func (c behindCollector) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ typ, kind string }
 	count, longest := map[key]int{}, map[key]float64{}
+	for _, s := range kindTypes {
+		count[key{s.typ, s.kind}] = 0
+	}
 	for _, p := range c.s.Proxies() {
 		for typeURL, t := range p.Types {
 			k := key{typeLabel(typeURL), p.Kind}
