@@ -225,7 +225,9 @@ func TestInitialWait(t *testing.T) {
 	go func() { done <- s.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	}()
 	c := dial(t, s.Addr().String())
 	if resp := c.recv(t, ServiceEntryType); len(resp.GetResources()) != 0 {
