@@ -22,7 +22,7 @@ var completionCases = []struct {
 	line string
 	want []string
 }{
-	{"meshfed ", []string{"bench", "certs", "completion", "demo", "help", "hub", "spoke", "status", "version"}},
+	{"meshfed ", []string{"bench", "certs", "completion", "demo", "explain", "help", "hub", "proxies", "spoke", "status", "version"}},
 	{"meshfed st", []string{"status"}},
 	{"meshfed status --w", []string{"--wait"}},
 	{"meshfed status -o ", []string{"json", "table", "yaml"}},

@@ -23,6 +23,9 @@ Usage:
   meshfed hub     [flags]   run the hub: spokes connect to it
   meshfed spoke   [flags]   run a spoke: federate one cluster to the hub
   meshfed status  [flags]   show the clusters a hub knows (--wait: until they are all live and synced)
+  meshfed proxies [flags]   show the proxies of a hub replica and whether each holds the newest state
+  meshfed explain --proxy ID --service HOST[:PORT] [--endpoint IP]
+                            explain why a proxy does or does not see a service's endpoints
   meshfed demo    [flags]   run a hub and two spokes (east, west) on loopback
   meshfed demo client       call the demo's echo through the hub's xDS, printing who answers
   meshfed certs   [flags]   mint a throwaway CA and hub/cluster certificates
@@ -60,6 +63,8 @@ func commands() []command {
 			new(cli.LogFlags).Add(fs)
 		}},
 		{name: "status", summary: "show the clusters a hub knows", flags: func(fs *flag.FlagSet) { statusFlags(fs) }},
+		{name: "proxies", summary: "show the proxies of a hub replica and their sync state", flags: func(fs *flag.FlagSet) { proxiesFlags(fs) }},
+		{name: "explain", summary: "explain why a proxy does or does not see a service's endpoints", flags: func(fs *flag.FlagSet) { explainFlags(fs) }},
 		{name: "demo", summary: "run a hub and two spokes on loopback", flags: func(fs *flag.FlagSet) { demoFlags(fs) }},
 		{name: "demo client", summary: "call the demo's echo through the hub's xDS", flags: func(fs *flag.FlagSet) { demoClientFlags(fs) }},
 		{name: "certs", summary: "mint a throwaway CA and certificates", flags: func(fs *flag.FlagSet) { certsFlags(fs) }},
@@ -93,6 +98,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSpoke(ctx, args, stderr)
 	case "status":
 		return runStatus(ctx, args, stdout, stderr)
+	case "proxies":
+		return runProxies(ctx, args, stdout, stderr)
+	case "explain":
+		return runExplain(ctx, args, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
 	case "certs":

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,12 +21,11 @@ import (
 
 // statusOptions are meshfed status's flags.
 type statusOptions struct {
-	debugAddr string
-	kube      kubeOptions
-	output    string
-	timeout   time.Duration
-	wait      bool
-	clusters  string
+	hub      hubTarget
+	output   string
+	timeout  time.Duration
+	wait     bool
+	clusters string
 	// interval is how often --wait asks the hub again.
 	interval time.Duration
 }
@@ -42,11 +40,7 @@ const (
 
 func statusFlags(fs *flag.FlagSet) *statusOptions {
 	o := &statusOptions{interval: time.Second}
-	fs.StringVar(&o.debugAddr, "debug-addr", "127.0.0.1:8080", "the hub's debug address")
-	fs.StringVar(&o.kube.kubeconfig, "kubeconfig", "", "reach a hub that runs in a cluster through this kubeconfig, by a port-forward to a hub pod's debug port (as kubectl port-forward does)")
-	fs.StringVar(&o.kube.context, "context", "", "the kubeconfig context to use (default: its current context); implies the port-forward, with $KUBECONFIG or ~/.kube/config when --kubeconfig is unset")
-	fs.StringVar(&o.kube.namespace, "namespace", "meshfed", "namespace of the hub's pods")
-	fs.StringVar(&o.kube.selector, "hub-selector", defaultHubSelector, "label selector of the hub's pods (the hub chart's pod labels)")
+	o.hub.addFlags(fs)
 	fs.StringVar(&o.output, "output", "table", "output format: table, json or yaml (json and yaml are /debug/clusters as the hub serves it)")
 	fs.StringVar(&o.output, "o", "table", "short for --output")
 	fs.BoolVar(&o.wait, "wait", false, "wait until every cluster the hub knows (and each of --clusters) is live and synced, and the hub is ready; exit non-zero naming those that are not after --timeout")
@@ -59,7 +53,7 @@ var statusHelp = cli.Help{
 	Summary: "Show the clusters a hub knows: their connection, lease, shard, the hub's answers and the spoke's build.\n" +
 		"LAG is how long the cluster's newest change took from its spoke to the hub (see docs/operating.md).",
 	Groups: []cli.FlagGroup{
-		{Title: "Where the hub is", Flags: []string{"debug-addr", "kubeconfig", "context", "namespace", "hub-selector"}},
+		{Title: "Where the hub is", Flags: hubTargetFlags},
 		{Title: "Output", Flags: []string{"output"}},
 		{Title: "Waiting, for scripts and CI", Flags: []string{"wait", "clusters", "timeout"}},
 	},
@@ -98,12 +92,9 @@ func (o *statusOptions) run(ctx context.Context, explicit map[string]bool, stdou
 	if err != nil {
 		return err
 	}
-	connect := directHub(o.debugAddr)
-	if o.kube.enabled() {
-		if explicit["debug-addr"] {
-			return errors.New("--debug-addr and --kubeconfig (or --context) are exclusive: the port-forward finds the hub's debug port")
-		}
-		connect = o.kube.connector(stderr)
+	connect, err := o.hub.connector(explicit, stderr)
+	if err != nil {
+		return err
 	}
 	timeout := o.timeout
 	if timeout == 0 {
