@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
 # Builds the kube-apiserver and etcd binaries that internal/kubetest runs
 # (through controller-runtime's envtest), and the coredns that
-# internal/dnstest runs, from the Go module proxy, into DIR. Does nothing
-# when all three are already there. Called by `make test-assets`.
+# internal/dnstest runs, from the Go module proxy, into DIR; with --istiod,
+# also the istiod (pilot-discovery) that internal/istiodtest runs. Does
+# nothing when all of them are already there. Called by `make test-assets`
+# and `make test-assets-istiod`.
 #
-# Each binary has its own module here (kube-apiserver/, etcd/, coredns/) so
-# that neither k8s.io/kubernetes nor etcd's server nor CoreDNS enters the main
-# module's graph, and so that none moves another's dependency versions.
+# Each binary has its own module here (kube-apiserver/, etcd/, coredns/,
+# istiod/) so that neither k8s.io/kubernetes nor etcd's server nor CoreDNS
+# nor istio.io/istio's graph enters the main module's, and so that none
+# moves another's dependency versions.
 #
 # DIR is keyed by the kube-apiserver and etcd versions (the Makefile names
 # it). coredns is built into a sibling folder keyed by its own version,
 # DIR/../coredns-VERSION, and DIR/coredns is a symbolic link to it: one
-# folder (KUBEBUILDER_ASSETS) still holds all three, a CoreDNS bump builds
+# folder (KUBEBUILDER_ASSETS) still holds them all, a CoreDNS bump builds
 # CoreDNS alone, and a DIR from before CoreDNS was added just gets the link.
+# istiod goes the same way, into DIR/../istiod-VERSION, linked as
+# DIR/pilot-discovery. It is optional because it is the longest build of
+# all (about 9.5 CPU-minutes cold, against about 22 for the other three):
+# `make test` does without it and its tests skip.
 set -euo pipefail
 
-dir=${1:?usage: build.sh DIR}
+want_istiod=0
+if [[ ${1:-} == --istiod ]]; then
+  want_istiod=1
+  shift
+fi
+dir=${1:?usage: build.sh [--istiod] DIR}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 version() { awk -v m="$1" '$1 == m { print $2; exit }' "$2"; }
@@ -24,13 +36,19 @@ etcd=$(version go.etcd.io/etcd/server/v3 "$here/etcd/go.mod")
 coredns=$(version github.com/coredns/coredns "$here/coredns/go.mod")
 coredns_dir=$(dirname "$dir")/coredns-${coredns#v}
 coredns_link=../coredns-${coredns#v}/coredns
+istiod=$(version istio.io/istio "$here/istiod/go.mod")
+istiod_dir=$(dirname "$dir")/istiod-${istiod#v}
+istiod_link=../istiod-${istiod#v}/pilot-discovery
 
+have_coredns() { [[ -x $dir/coredns && $(readlink "$dir/coredns") == "$coredns_link" ]]; }
+have_istiod() { ((!want_istiod)) || [[ -x $dir/pilot-discovery && $(readlink "$dir/pilot-discovery") == "$istiod_link" ]]; }
 have() {
-  [[ -x $dir/kube-apiserver && -x $dir/etcd && -x $dir/coredns && $(readlink "$dir/coredns") == "$coredns_link" ]]
+  [[ -x $dir/kube-apiserver && -x $dir/etcd ]] && have_coredns && have_istiod
 }
 have && exit 0
 
 mkdir -p "$dir" "$coredns_dir"
+((!want_istiod)) || mkdir -p "$istiod_dir"
 # Two makes at once (or an interrupted one) never leave half a binary behind.
 exec 9>"$dir/.lock"
 flock 9
@@ -63,6 +81,23 @@ build_coredns() {
   mv -fT "$dir/.coredns.tmp" "$dir/coredns"
 }
 
+# istiod's folder, like coredns's, may be shared by several DIRs. The
+# version stamps are what `pilot-discovery version` and istiod's
+# istio_build metric report: the pinned module version and its commit.
+build_istiod() {
+  (
+    exec 7>"$istiod_dir/.lock"
+    flock 7
+    build istiod istio.io/istio/pilot/cmd/pilot-discovery "$istiod_dir" pilot-discovery -ldflags="-s -w \
+      -X istio.io/istio/pkg/version.buildVersion=$istiod \
+      -X istio.io/istio/pkg/version.buildGitRevision=${istiod##*-} \
+      -X istio.io/istio/pkg/version.buildTag=$istiod \
+      -X istio.io/istio/pkg/version.buildStatus=Clean"
+  ) || return
+  ln -sfn "$istiod_link" "$dir/.pilot-discovery.tmp"
+  mv -fT "$dir/.pilot-discovery.tmp" "$dir/pilot-discovery"
+}
+
 # All at once: one's downloads overlap another's compiling.
 pids=()
 if [[ ! -x $dir/etcd ]]; then
@@ -70,13 +105,22 @@ if [[ ! -x $dir/etcd ]]; then
   pids+=($!)
   built+=("etcd $etcd")
 fi
-if [[ ! -x $dir/coredns || $(readlink "$dir/coredns") != "$coredns_link" ]]; then
+if ! have_coredns; then
   if [[ -x $coredns_dir/coredns ]]; then
     built+=("coredns $coredns (linked)")
   else
     built+=("coredns $coredns")
   fi
   build_coredns &
+  pids+=($!)
+fi
+if ! have_istiod; then
+  if [[ -x $istiod_dir/pilot-discovery ]]; then
+    built+=("istiod $istiod (linked)")
+  else
+    built+=("istiod $istiod")
+  fi
+  build_istiod &
   pids+=($!)
 fi
 failed=0
