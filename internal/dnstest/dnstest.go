@@ -1,7 +1,6 @@
 package dnstest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,13 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testproc"
 )
 
 // Zones CoreDNS answers: a cluster's own, and the MCS ClusterSet's.
@@ -76,9 +75,7 @@ type Server struct {
 	Addr string
 
 	readyURL string
-	logPath  string
-	done     chan struct{} // closed when the process has exited
-	waitErr  error         // the process's exit, set before done is closed
+	proc     *testproc.Process
 }
 
 // Start runs CoreDNS against c's API server as c's administrator, waits
@@ -152,42 +149,10 @@ func launch(t testing.TB, kubeconfig string) *Server {
 	s := &Server{
 		Addr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		readyURL: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(readyPort)) + "/ready",
-		logPath:  filepath.Join(dir, "coredns.log"),
-		done:     make(chan struct{}),
-	}
-	logFile, err := os.Create(s.logPath)
-	if err != nil {
-		t.Fatalf("dnstest: %v", err)
 	}
 	cmd := exec.Command(bin, "-conf", conf)
 	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		t.Fatalf("dnstest: start %s: %v", bin, err)
-	}
-	go func() {
-		s.waitErr = cmd.Wait()
-		_ = logFile.Close()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-s.done:
-			return
-		default:
-		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		timer := time.NewTimer(stopTimeout)
-		defer timer.Stop()
-		select {
-		case <-s.done:
-		case <-timer.C:
-			_ = cmd.Process.Kill()
-			<-s.done
-			t.Errorf("dnstest: coredns did not exit within %v of SIGTERM: killed%s", stopTimeout, s.logTail())
-		}
-	})
+	s.proc = testproc.Start(t, "coredns", cmd, filepath.Join(dir, "coredns.log"), stopTimeout)
 	return s
 }
 
@@ -225,7 +190,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 	var last error
 	for {
 		if !ready {
-			ready, last = s.ready(ctx, client)
+			ready, last = testproc.HTTPReady(ctx, client, s.readyURL)
 		}
 		if ready {
 			var a Answer
@@ -237,9 +202,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 			}
 		}
 		select {
-		case <-s.done:
-			err := fmt.Errorf("coredns exited: %w%s", s.waitErr, s.logTail())
-			if log, _ := os.ReadFile(s.logPath); bytes.Contains(log, []byte(errPortTaken.Error())) {
+		case <-s.proc.Done():
+			err := fmt.Errorf("coredns exited: %w%s", s.proc.Err(), s.logTail())
+			if s.proc.LogContains(errPortTaken.Error()) {
 				err = fmt.Errorf("%w: %w", errPortTaken, err)
 			}
 			return err
@@ -250,32 +215,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 }
 
-// ready asks the ready plugin once.
-func (s *Server) ready(ctx context.Context, client *http.Client) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.readyURL, http.NoBody)
-	if err != nil {
-		return false, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false, err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("%s: %s", s.readyURL, resp.Status)
-	}
-	return true, nil
-}
-
 // logTail returns the end of CoreDNS's output, to explain a failure.
 func (s *Server) logTail() string {
-	data, err := os.ReadFile(s.logPath)
-	if err != nil || len(data) == 0 {
-		return ""
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	lines = lines[max(0, len(lines)-20):]
-	return "\nlast lines of coredns's output (" + s.logPath + "):\n" + string(bytes.Join(lines, []byte("\n")))
+	return s.proc.LogTail(20)
 }
 
 // Answer is a DNS reply reduced to what tests compare.

@@ -457,7 +457,7 @@ func waitLog(t *testing.T, s *Server, re *regexp.Regexp) {
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
 	for {
-		data, err := os.ReadFile(s.logPath)
+		data, err := os.ReadFile(s.proc.LogPath)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package istiodtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testproc"
 )
 
 const (
@@ -123,8 +122,7 @@ type Istiod struct {
 	ReadyAfter time.Duration
 
 	started time.Time
-	done    chan struct{} // closed when the process has exited
-	waitErr error         // the process's exit, set before done is closed
+	proc    *testproc.Process
 }
 
 // Start runs istiod against cluster's API server as its administrator,
@@ -253,7 +251,6 @@ func launch(t testing.TB, bin, kubeconfig string, opts Options) *Istiod {
 		ClusterID:      opts.ClusterID,
 		Dir:            dir,
 		LogPath:        filepath.Join(dir, "istiod.log"),
-		done:           make(chan struct{}),
 	}
 
 	mesh := meshConfig{}
@@ -275,10 +272,6 @@ func launch(t testing.TB, bin, kubeconfig string, opts Options) *Istiod {
 		}
 	}
 
-	logFile, err := os.Create(d.LogPath)
-	if err != nil {
-		t.Fatalf("istiodtest: %v", err)
-	}
 	cmd := exec.Command(bin, "discovery",
 		"--kubeconfig", kubeconfig,
 		"--meshConfig", meshFile,
@@ -304,35 +297,13 @@ func launch(t testing.TB, bin, kubeconfig string, opts Options) *Istiod {
 		"CLUSTER_ID="+opts.ClusterID,
 	)
 	cmd.Env = append(cmd.Env, opts.Env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	d.started = time.Now()
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		t.Fatalf("istiodtest: start %s: %v", bin, err)
-	}
-	go func() {
-		d.waitErr = cmd.Wait()
-		_ = logFile.Close()
-		close(d.done)
-	}()
+	d.proc = testproc.Start(t, "istiod", cmd, d.LogPath, stopTimeout)
+	// Registered after the process's, so it runs before istiod is
+	// stopped; a failed start's message has the tail already.
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() && d.ReadyAfter > 0 {
 			t.Logf("istiodtest: %s", d.logTail())
-		}
-		select {
-		case <-d.done:
-			return
-		default:
-		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		timer := time.NewTimer(stopTimeout)
-		defer timer.Stop()
-		select {
-		case <-d.done:
-		case <-timer.C:
-			_ = cmd.Process.Kill()
-			<-d.done
-			t.Errorf("istiodtest: istiod did not exit within %v of SIGTERM: killed%s", stopTimeout, d.logTail())
 		}
 	})
 	return d
@@ -374,7 +345,7 @@ func (d *Istiod) waitReady(ctx context.Context) error {
 	var last error
 	for {
 		if !ready {
-			ready, last = d.ready(ctx, client)
+			ready, last = testproc.HTTPReady(ctx, client, "http://"+d.DebugAddr+"/ready")
 		}
 		if ready {
 			var conn net.Conn
@@ -385,9 +356,9 @@ func (d *Istiod) waitReady(ctx context.Context) error {
 			}
 		}
 		select {
-		case <-d.done:
-			err := fmt.Errorf("istiod exited: %w%s", d.waitErr, d.logTail())
-			if log, _ := os.ReadFile(d.LogPath); bytes.Contains(log, []byte(errPortTaken.Error())) {
+		case <-d.proc.Done():
+			err := fmt.Errorf("istiod exited: %w%s", d.proc.Err(), d.logTail())
+			if d.proc.LogContains(errPortTaken.Error()) {
 				err = fmt.Errorf("%w: %w", errPortTaken, err)
 			}
 			return err
@@ -398,31 +369,7 @@ func (d *Istiod) waitReady(ctx context.Context) error {
 	}
 }
 
-// ready asks /ready once.
-func (d *Istiod) ready(ctx context.Context, client *http.Client) (bool, error) {
-	url := "http://" + d.DebugAddr + "/ready"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-	if err != nil {
-		return false, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false, err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return true, nil
-}
-
 // logTail returns the end of istiod's log, to explain a failure.
 func (d *Istiod) logTail() string {
-	data, err := os.ReadFile(d.LogPath)
-	if err != nil || len(data) == 0 {
-		return ""
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	lines = lines[max(0, len(lines)-logTailLines):]
-	return "\nlast lines of istiod's log (" + d.LogPath + "):\n" + string(bytes.Join(lines, []byte("\n")))
+	return d.proc.LogTail(logTailLines)
 }
