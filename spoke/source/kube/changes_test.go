@@ -11,7 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
 )
@@ -53,8 +53,8 @@ func TestHandlerChanges(t *testing.T) {
 	rezoned := withVersion(node, "2", func(n *corev1.Node) { n.Labels = map[string]string{normalize.LabelZone: "z2"} })
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo", ResourceVersion: "1"}}
 	moved := withVersion(ns, "2", func(n *corev1.Namespace) { n.Labels = map[string]string{normalize.LabelNetwork: "n2"} })
-	se := &mcsv1alpha1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo", ResourceVersion: "1"}}
-	withStatus := withVersion(se, "2", func(s *mcsv1alpha1.ServiceExport) {
+	se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo", ResourceVersion: "1"}}
+	withStatus := withVersion(se, "2", func(s *mcsv1beta1.ServiceExport) {
 		s.Status.Conditions = []metav1.Condition{{Type: "Valid", Status: metav1.ConditionTrue}}
 	})
 	echoSlice := sliceOf("demo", "echo-abc", "echo")
@@ -97,7 +97,7 @@ func TestHandlerChanges(t *testing.T) {
 			func(h handler) { h.OnUpdate(ns, moved) }, change(normalize.KindNamespace, "", "demo"),
 		},
 		{
-			"export status set", normalize.KindServiceExport, unchanged[mcsv1alpha1.ServiceExport],
+			"export status set", normalize.KindServiceExport, unchanged[mcsv1beta1.ServiceExport],
 			func(h handler) { h.OnUpdate(se, withStatus) }, change(normalize.KindServiceExport, "demo", "echo"),
 		},
 		{"slice added", normalize.KindEndpointSlice, unchanged[discoveryv1.EndpointSlice], func(h handler) { h.OnAdd(echoSlice, true) }, echoSlices},

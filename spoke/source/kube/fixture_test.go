@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/spoke/normalize"
@@ -95,11 +95,11 @@ func service(namespace, name string, labels, annotations map[string]string, spec
 	return &corev1.Service{ObjectMeta: objMeta(namespace, name, noise(labels), noise(annotations)), Spec: spec}
 }
 
-func export(namespace, name string) *mcsv1alpha1.ServiceExport {
-	return &mcsv1alpha1.ServiceExport{
+func export(namespace, name string) *mcsv1beta1.ServiceExport {
+	return &mcsv1beta1.ServiceExport{
 		ObjectMeta: objMeta(namespace, name, noise(nil), lastApplied()),
-		Spec:       mcsv1alpha1.ServiceExportSpec{ExportedLabels: map[string]string{"tier": "web"}},
-		Status: mcsv1alpha1.ServiceExportStatus{Conditions: []metav1.Condition{{
+		Spec:       mcsv1beta1.ServiceExportSpec{ExportedLabels: map[string]string{"tier": "web"}},
+		Status: mcsv1beta1.ServiceExportStatus{Conditions: []metav1.Condition{{
 			Type: "Conflict", Status: metav1.ConditionFalse, Reason: "NoConflicts", LastTransitionTime: created,
 		}}},
 	}
@@ -259,15 +259,10 @@ func cluster() []runtime.Object {
 	}
 }
 
-// betaInputs returns normalizetest Inputs over objs, ServiceExports
-// converted to the v1beta1 type normalization reads.
+// betaInputs returns normalizetest Inputs over objs.
 func betaInputs[T any](objs []T) *normalizetest.Inputs {
-	var out []metav1.Object
+	out := make([]metav1.Object, 0, len(objs))
 	for _, o := range objs {
-		if se, ok := any(o).(*mcsv1alpha1.ServiceExport); ok {
-			out = append(out, toV1beta1(se))
-			continue
-		}
 		out = append(out, any(o).(metav1.Object))
 	}
 	return normalizetest.NewInputs(out...)

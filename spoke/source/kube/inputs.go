@@ -1,10 +1,11 @@
 package kube
 
 import (
+	"sync/atomic"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
@@ -32,7 +33,18 @@ func serviceNameIndex(obj any) ([]string, error) {
 // change them), but two calls may see different states.
 type caches struct {
 	services, slices, pods, nodes, namespaces cache.Indexer
-	exports                                   cache.Indexer // nil when the cluster serves no ServiceExports
+	// exports is set once the cluster serves ServiceExports, which may be
+	// after the source started (the CRD installed later).
+	exports atomic.Pointer[cache.Indexer]
+}
+
+// exportsIndex returns the ServiceExports' cache, nil before the cluster
+// serves them.
+func (c *caches) exportsIndex() cache.Indexer {
+	if p := c.exports.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 var _ normalize.Inputs = (*caches)(nil)
@@ -76,25 +88,7 @@ func (c *caches) Service(namespace, name string) (*corev1.Service, bool) {
 }
 
 func (c *caches) ServiceExport(namespace, name string) (*mcsv1beta1.ServiceExport, bool) {
-	se, ok := get[mcsv1alpha1.ServiceExport](c.exports, namespace+"/"+name)
-	if !ok {
-		return nil, false
-	}
-	return toV1beta1(se), true
-}
-
-// toV1beta1 converts a v1alpha1 export to the v1beta1 type normalization
-// reads: the two versions have the same fields. The result shares se's
-// maps and slices.
-func toV1beta1(se *mcsv1alpha1.ServiceExport) *mcsv1beta1.ServiceExport {
-	return &mcsv1beta1.ServiceExport{
-		ObjectMeta: se.ObjectMeta,
-		Spec: mcsv1beta1.ServiceExportSpec{
-			ExportedLabels:      se.Spec.ExportedLabels,
-			ExportedAnnotations: se.Spec.ExportedAnnotations,
-		},
-		Status: mcsv1beta1.ServiceExportStatus{Conditions: se.Status.Conditions},
-	}
+	return get[mcsv1beta1.ServiceExport](c.exportsIndex(), namespace+"/"+name)
 }
 
 func (c *caches) Pod(namespace, name string) (*normalize.Pod, bool) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -17,9 +18,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/source/kube/importwriter"
 )
 
 // Source serves a cluster's Kubernetes API as [normalize.Inputs].
@@ -38,6 +39,15 @@ type Source struct {
 	rejections *rejections
 	// eventWritten, when set, is told each Event recorded (tests).
 	eventWritten func(*corev1.Event)
+
+	// status writes the ServiceExports' conditions, once the cluster
+	// serves ServiceExports; writer writes the imports, once it serves
+	// ServiceImports (and the source has a store).
+	status atomic.Pointer[statusWriter]
+	writer atomic.Pointer[importwriter.Writer]
+	// importWriterSynced, when set, is told the outcome of each import
+	// sync (tests).
+	importWriterSynced func(key string, err error)
 }
 
 // New returns a source reading the cluster through api. An api without
@@ -76,7 +86,8 @@ func NewForConfig(rc *rest.Config, cfg Config, log *slog.Logger) (*Source, error
 	if rc.Burst == 0 {
 		rc.Burst = max(defaultBurst, int(2*rc.QPS))
 	}
-	api, err := NewAPI(rc)
+	cfg = cfg.WithDefaults()
+	api, err := NewAPI(rc, APIOptions{ImportQPS: float32(cfg.ImportQPS), ImportBurst: cfg.ImportBurst})
 	if err != nil {
 		return nil, err
 	}
@@ -95,13 +106,24 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 	if err := s.cfg.Validate(); err != nil {
 		return err
 	}
-	exports := s.serviceExportsServed(ctx)
+	versions := s.discoverMCS(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}
-	in, informers, synced, err := s.watch(exports)
+	t := newTransforms()
+	in, informers, synced, err := s.watch(t)
 	if err != nil {
 		return err
+	}
+	var exports cache.SharedIndexInformer
+	if versions.Exports != "" {
+		// Watched from the start, so that the first shard has the exports.
+		var exportsSynced cache.DoneChecker
+		if exports, exportsSynced, err = s.watchExports(t, in, versions.Exports); err != nil {
+			return err
+		}
+		informers = append(informers, exports)
+		synced = append(synced, exportsSynced)
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
@@ -127,25 +149,16 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 			return nil
 		})
 	}
-	var status *statusWriter
-	if in.exports != nil {
-		status = newStatusWriter(s.api.Exports, in, s.cfg.Options, s.clock, s.statusRetry, s.log.With("component", "status"))
-		status.rej = s.rejections
-		status.synced = s.statusSynced
-		s.rejections.notify(status.enqueueService)
+	if exports != nil {
+		s.startStatus(ctx, g, in, versions.Exports)
+	}
+	if s.api.MCS != nil {
 		g.Go(func() error {
-			<-ctx.Done()
-			s.rejections.notify(nil)
-			status.queue.ShutDown()
-			return nil
-		})
-		g.Go(func() error {
-			status.run(ctx)
-			return nil
+			return s.runMCS(ctx, g, t, in, synced, versions)
 		})
 	}
 	g.Go(func() error {
-		s.deliver(ctx, in, synced, status, fn)
+		s.deliver(ctx, in, synced, fn)
 		return nil
 	})
 	return g.Wait()
@@ -153,7 +166,7 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 
 // deliver waits for the caches, then hands fn the queued changes until ctx
 // ends.
-func (s *Source) deliver(ctx context.Context, in *caches, synced []cache.DoneChecker, status *statusWriter, fn func(normalize.Inputs, []normalize.Change)) {
+func (s *Source) deliver(ctx context.Context, in *caches, synced []cache.DoneChecker, fn func(normalize.Inputs, []normalize.Change)) {
 	start := s.clock.Now()
 	if !cache.WaitFor(ctx, "", synced...) {
 		return
@@ -164,8 +177,15 @@ func (s *Source) deliver(ctx context.Context, in *caches, synced []cache.DoneChe
 	for {
 		last := s.clock.Now()
 		fn(in, changes)
-		if status != nil {
+		if status := s.status.Load(); status != nil {
 			status.enqueue(changes)
+		}
+		if w := s.writer.Load(); w != nil {
+			for _, c := range changes {
+				if c.Kind == normalize.KindNamespace {
+					w.NamespaceChanged(c.Name)
+				}
+			}
 		}
 		var ok bool
 		if changes, ok = s.next(ctx, last); !ok {
@@ -200,39 +220,10 @@ func (s *Source) next(ctx context.Context, last time.Time) ([]normalize.Change, 
 	}
 }
 
-// serviceExportsServed asks the API server whether it serves v1alpha1
-// ServiceExports, retrying until it can tell or ctx ends.
-func (s *Source) serviceExportsServed(ctx context.Context) bool {
-	if s.api.Exports == nil {
-		return false
-	}
-	gv := mcsv1alpha1.GroupVersion.String()
-	backoff := time.Second
-	for {
-		served, err := s.api.Exports.Served(ctx)
-		switch {
-		case err == nil && served:
-			return true
-		case err == nil:
-			s.log.Warn("the cluster serves no MCS ServiceExports; only services labelled or exported by policy are federated (restart the spoke after installing the CRD)",
-				"group_version", gv)
-			return false
-		}
-		s.log.Warn("cannot discover MCS ServiceExports; retrying", "group_version", gv, "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-s.clock.After(backoff):
-		}
-		backoff = min(2*backoff, 30*time.Second)
-	}
-}
-
 // watch creates the informers, with their transforms and handlers, and
 // returns the Inputs over their caches and what tells that their handlers
 // have seen the initial lists.
-func (s *Source) watch(exports bool) (*caches, []cache.SharedIndexInformer, []cache.DoneChecker, error) {
-	t := newTransforms()
+func (s *Source) watch(t *transforms) (*caches, []cache.SharedIndexInformer, []cache.DoneChecker, error) {
 	byNamespace := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	type informer struct {
 		kind      normalize.Kind
@@ -272,32 +263,34 @@ func (s *Source) watch(exports bool) (*caches, []cache.SharedIndexInformer, []ca
 			transform(t.namespace), unchanged[corev1.Namespace], &in.namespaces,
 		},
 	}
-	if exports {
-		all = append(all, informer{
-			normalize.KindServiceExport, informerFor(s.api.Exports.ListerWatcher(), &mcsv1alpha1.ServiceExport{}, nil),
-			transform(t.serviceExport), unchanged[mcsv1alpha1.ServiceExport], &in.exports,
-		})
-	}
-
 	var informers []cache.SharedIndexInformer
 	var synced []cache.DoneChecker
 	for _, i := range all {
-		log := s.log.With("kind", i.kind.String())
-		if err := i.inf.SetTransform(i.transform); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s informer: %w", i.kind.String(), err)
-		}
-		if err := i.inf.SetWatchErrorHandlerWithContext(watchErrorHandler(log)); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s informer: %w", i.kind.String(), err)
-		}
-		reg, err := i.inf.AddEventHandler(handler{kind: i.kind, q: s.queue, log: log, same: i.same})
+		reg, err := s.handle(i.kind, i.inf, i.transform, i.same)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%s informer: %w", i.kind.String(), err)
+			return nil, nil, nil, err
 		}
 		*i.idx = i.inf.GetIndexer()
 		informers = append(informers, i.inf)
 		synced = append(synced, reg.HasSyncedChecker())
 	}
 	return in, informers, synced, nil
+}
+
+// handle sets an informer's transform and has its changes queued.
+func (s *Source) handle(kind normalize.Kind, inf cache.SharedIndexInformer, tr cache.TransformFunc, same func(old, cur any) bool) (cache.ResourceEventHandlerRegistration, error) {
+	log := s.log.With("kind", kind.String())
+	if err := inf.SetTransform(tr); err != nil {
+		return nil, fmt.Errorf("%s informer: %w", kind.String(), err)
+	}
+	if err := inf.SetWatchErrorHandlerWithContext(watchErrorHandler(log)); err != nil {
+		return nil, fmt.Errorf("%s informer: %w", kind.String(), err)
+	}
+	reg, err := inf.AddEventHandler(handler{kind: kind, q: s.queue, log: log, same: same})
+	if err != nil {
+		return nil, fmt.Errorf("%s informer: %w", kind.String(), err)
+	}
+	return reg, nil
 }
 
 // watchErrorHandler logs what client-go's default handler logs through

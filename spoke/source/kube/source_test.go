@@ -22,11 +22,12 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/shard"
+	"github.com/meshfed/meshfed/spoke/source/kube/importwriter"
 )
 
 // waitTimeout bounds every wait; it only matters when a test fails.
@@ -39,8 +40,7 @@ type mcsClient struct{ *mcsfake.Clientset }
 
 func (mcsClient) IsWatchListSemanticsUnSupported() bool { return true }
 
-// fakeAPI is the API over fake clientsets; a nil mcs serves no
-// ServiceExports.
+// fakeAPI is the API over fake clientsets; a nil mcs serves no MCS kinds.
 func fakeAPI(kube *kubefake.Clientset, mcs *mcsfake.Clientset) API {
 	api := API{
 		Services:       fakeListWatch(kube, kube.CoreV1().Services("").List, kube.CoreV1().Services("").Watch),
@@ -50,7 +50,7 @@ func fakeAPI(kube *kubefake.Clientset, mcs *mcsfake.Clientset) API {
 		Namespaces:     fakeListWatch(kube, kube.CoreV1().Namespaces().List, kube.CoreV1().Namespaces().Watch),
 	}
 	if mcs != nil {
-		api.Exports = fakeExports{mcs}
+		api.MCS = fakeMCS{mcs}
 	}
 	api.Events = fakeEvents{kube}
 	return api
@@ -70,27 +70,39 @@ func fakeListWatch[L runtime.Object](client any, list func(context.Context, meta
 	}, client)
 }
 
+// fakeMCS is MCSAPI over mcs-api's fake clientset, v1beta1 only; its
+// discovery serves what the clientset's Resources list.
+type fakeMCS struct{ mcs *mcsfake.Clientset }
+
+func (m fakeMCS) Served(context.Context) (MCSVersions, error) {
+	var v MCSVersions
+	resources, err := m.mcs.Discovery().ServerResourcesForGroupVersion(mcsv1beta1.GroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return v, nil
+	}
+	if err != nil {
+		return v, err
+	}
+	if lists(resources, mcsv1beta1.ServiceExportPluralName) {
+		v.Exports = mcsv1beta1.GroupVersion.Version
+	}
+	return v, nil
+}
+
+func (m fakeMCS) Exports(string) ExportsAPI { return fakeExports(m) }
+
+func (m fakeMCS) Imports(string) importwriter.ImportsAPI { return nil }
+
 // fakeExports is ExportsAPI over mcs-api's fake clientset.
 type fakeExports struct{ mcs *mcsfake.Clientset }
 
-func (e fakeExports) Served(context.Context) (bool, error) {
-	resources, err := e.mcs.Discovery().ServerResourcesForGroupVersion(mcsv1alpha1.GroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return listsExports(resources), nil
-}
-
 func (e fakeExports) ListerWatcher() cache.ListerWatcher {
-	exports := e.mcs.MulticlusterV1alpha1().ServiceExports("")
+	exports := e.mcs.MulticlusterV1beta1().ServiceExports("")
 	return fakeListWatch(mcsClient{e.mcs}, exports.List, exports.Watch)
 }
 
-func (e fakeExports) UpdateStatus(ctx context.Context, se *mcsv1alpha1.ServiceExport) (*mcsv1alpha1.ServiceExport, error) {
-	return e.mcs.MulticlusterV1alpha1().ServiceExports(se.Namespace).UpdateStatus(ctx, se, metav1.UpdateOptions{FieldManager: fieldManager})
+func (e fakeExports) UpdateStatus(ctx context.Context, se *mcsv1beta1.ServiceExport) (*mcsv1beta1.ServiceExport, error) {
+	return e.mcs.MulticlusterV1beta1().ServiceExports(se.Namespace).UpdateStatus(ctx, se, metav1.UpdateOptions{FieldManager: fieldManager})
 }
 
 type update struct {
@@ -150,7 +162,7 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 	t.Helper()
 	var kubeObjs, mcsObjs []runtime.Object
 	for _, o := range objs {
-		if _, ok := o.(*mcsv1alpha1.ServiceExport); ok {
+		if _, ok := o.(*mcsv1beta1.ServiceExport); ok {
 			mcsObjs = append(mcsObjs, o)
 		} else {
 			kubeObjs = append(kubeObjs, o)
@@ -167,7 +179,7 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 		logs:        &syncBuffer{},
 	}
 	h.mcs.Resources = []*metav1.APIResourceList{{
-		GroupVersion: mcsv1alpha1.GroupVersion.String(),
+		GroupVersion: mcsv1beta1.GroupVersion.String(),
 		APIResources: []metav1.APIResource{{Name: "serviceexports", Namespaced: true, Kind: "ServiceExport"}},
 	}}
 	// Tell the test when each watch has started: the fakes drop what
@@ -303,7 +315,7 @@ func (h *harness) objects(t *testing.T) []runtime.Object {
 	add(core.Nodes().List(ctx, metav1.ListOptions{}))
 	add(core.Namespaces().List(ctx, metav1.ListOptions{}))
 	add(h.kube.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{}))
-	add(h.mcs.MulticlusterV1alpha1().ServiceExports("").List(ctx, metav1.ListOptions{}))
+	add(h.mcs.MulticlusterV1beta1().ServiceExports("").List(ctx, metav1.ListOptions{}))
 	return out
 }
 
@@ -351,7 +363,7 @@ func everyObject(objs []runtime.Object) []normalize.Change {
 		switch o.(type) {
 		case *corev1.Service:
 			q.add(normalize.Change{Kind: normalize.KindService, Namespace: m.GetNamespace(), Name: m.GetName()})
-		case *mcsv1alpha1.ServiceExport:
+		case *mcsv1beta1.ServiceExport:
 			q.add(normalize.Change{Kind: normalize.KindServiceExport, Namespace: m.GetNamespace(), Name: m.GetName()})
 		case *corev1.Pod:
 			q.add(normalize.Change{Kind: normalize.KindPod, Namespace: m.GetNamespace(), Name: m.GetName()})
@@ -385,7 +397,7 @@ func TestFollowsChanges(t *testing.T) {
 	h.started(t)
 	h.converge(t)
 	ctx := t.Context()
-	core, slices, exports := h.kube.CoreV1(), h.kube.DiscoveryV1(), h.mcs.MulticlusterV1alpha1()
+	core, slices, exports := h.kube.CoreV1(), h.kube.DiscoveryV1(), h.mcs.MulticlusterV1beta1()
 
 	getSvc := func(ns, name string) *corev1.Service {
 		s, err := core.Services(ns).Get(ctx, name, metav1.GetOptions{})

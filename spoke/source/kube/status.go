@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/spoke/imports"
 	"github.com/meshfed/meshfed/spoke/normalize"
 )
 
@@ -25,10 +29,11 @@ const (
 	statusRetryMax  = 5 * time.Minute
 )
 
-// statusWriter keeps the MCS Valid condition of ServiceExports true to
-// what the shard builder does with them. One worker writes, so that a slow
-// API server delays status, never the shard; the work queue gives each
-// export at most one write in flight and backs off on errors.
+// statusWriter keeps the MCS conditions of ServiceExports true: Valid to
+// what the shard builder does with them, Conflict and Ready to what the
+// clusterset's import of the service says. One worker writes, so that a
+// slow API server delays status, never the shard; the work queue gives
+// each export at most one write in flight and backs off on errors.
 type statusWriter struct {
 	client ExportsAPI
 	in     *caches
@@ -39,6 +44,9 @@ type statusWriter struct {
 	// rej, when set, holds the objects the shard builder rejects: a
 	// service with some is not Valid as it is.
 	rej *rejections
+	// imports, when set, has the clusterset's imports: the Conflict and
+	// Ready conditions come from the import of the export's service.
+	imports *imports.Store
 	// synced, when set, is told the outcome of each check (tests).
 	synced func(key string, updated bool, err error)
 }
@@ -65,7 +73,7 @@ func (w *statusWriter) enqueue(changes []normalize.Change) {
 // enqueueService schedules a check of the ServiceExport of a service, if
 // it has one.
 func (w *statusWriter) enqueueService(key string) {
-	if _, ok := get[mcsv1alpha1.ServiceExport](w.in.exports, key); ok {
+	if _, ok := get[mcsv1beta1.ServiceExport](w.in.exportsIndex(), key); ok {
 		w.queue.Add(key)
 	}
 }
@@ -99,7 +107,7 @@ func (w *statusWriter) run(ctx context.Context) {
 // sync writes the Valid condition of one export when it differs from the
 // cached object's. It reports whether it wrote.
 func (w *statusWriter) sync(ctx context.Context, key string) (bool, error) {
-	se, ok := get[mcsv1alpha1.ServiceExport](w.in.exports, key)
+	se, ok := get[mcsv1beta1.ServiceExport](w.in.exportsIndex(), key)
 	if !ok || se.DeletionTimestamp != nil {
 		return false, nil
 	}
@@ -111,19 +119,36 @@ func (w *statusWriter) sync(ctx context.Context, key string) (bool, error) {
 			status = st
 		}
 	}
-	want, ok := validCondition(status, se.Generation, w.clock.Now())
-	if !ok {
-		return false, nil
+	now := w.clock.Now()
+	var want []metav1.Condition
+	if c, ok := validCondition(status, se.Generation, now); ok {
+		want = append(want, c)
 	}
-	if cur := meta.FindStatusCondition(se.Status.Conditions, want.Type); cur != nil &&
-		cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message &&
-		cur.ObservedGeneration == want.ObservedGeneration {
+	if w.imports != nil {
+		// Before a hub has sent a set, the conditions stay as they are: a
+		// restarted spoke does not flap what the last one wrote.
+		if set, _ := w.imports.Current(); set != nil {
+			im, ok := set.Import(key)
+			want = append(want, readyCondition(im, ok, w.opts.ClusterID, se.Generation, now))
+			if ok {
+				want = append(want, conflictCondition(im, se.Generation, now))
+			}
+		}
+	}
+	want = slices.DeleteFunc(want, func(c metav1.Condition) bool {
+		cur := meta.FindStatusCondition(se.Status.Conditions, c.Type)
+		return cur != nil && cur.Status == c.Status && cur.Reason == c.Reason && cur.Message == c.Message &&
+			cur.ObservedGeneration == c.ObservedGeneration
+	})
+	if len(want) == 0 {
 		return false, nil
 	}
 	// The cached object lacks spec, labels and annotations: a status
 	// update ignores everything but the status, which is kept whole.
 	se = se.DeepCopy()
-	meta.SetStatusCondition(&se.Status.Conditions, want)
+	for _, c := range want {
+		meta.SetStatusCondition(&se.Status.Conditions, c)
+	}
 	_, err := w.client.UpdateStatus(ctx, se)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -131,7 +156,7 @@ func (w *statusWriter) sync(ctx context.Context, key string) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("service export %s: update status: %w", key, err)
 	}
-	w.log.Debug("ServiceExport status set", "service_export", key, "valid", want.Status, "reason", want.Reason)
+	w.log.Debug("ServiceExport status set", "service_export", key, "conditions", len(want), "type", want[0].Type, "status", want[0].Status, "reason", want[0].Reason)
 	return true, nil
 }
 
@@ -139,14 +164,14 @@ func (w *statusWriter) sync(ctx context.Context, key string) (bool, error) {
 // and false when normalization says nothing about it.
 func validCondition(st normalize.ExportStatus, generation int64, now time.Time) (metav1.Condition, bool) {
 	c := metav1.Condition{
-		Type:               string(mcsv1alpha1.ServiceExportConditionValid),
+		Type:               string(mcsv1beta1.ServiceExportConditionValid),
 		ObservedGeneration: generation,
 		LastTransitionTime: metav1.NewTime(now),
 	}
 	switch {
 	case st.Exported:
 		c.Status = metav1.ConditionTrue
-		c.Reason = string(mcsv1alpha1.ServiceExportReasonValid)
+		c.Reason = string(mcsv1beta1.ServiceExportReasonValid)
 		c.Message = "the service is exported"
 	case st.Reason != "":
 		c.Status = metav1.ConditionFalse
@@ -156,4 +181,88 @@ func validCondition(st normalize.ExportStatus, generation int64, now time.Time) 
 		return metav1.Condition{}, false
 	}
 	return c, true
+}
+
+// readyCondition returns the MCS Ready condition of this cluster's export
+// of an import (ok: the set has the import): True once every member
+// cluster imports the service from this cluster (the hub lists it in the
+// import's ready clusters), else Pending.
+func readyCondition(im *federationpb.Import, ok bool, cluster string, generation int64, now time.Time) metav1.Condition {
+	c := metav1.Condition{
+		Type:               string(mcsv1beta1.ServiceExportConditionReady),
+		Status:             metav1.ConditionFalse,
+		Reason:             string(mcsv1beta1.ServiceExportReasonPending),
+		ObservedGeneration: generation,
+		LastTransitionTime: metav1.NewTime(now),
+	}
+	switch {
+	case !ok:
+		c.Message = "the clusterset does not import the service yet"
+	case slices.Contains(im.GetReady(), cluster):
+		c.Status = metav1.ConditionTrue
+		c.Reason = string(mcsv1beta1.ServiceExportReasonReady)
+		c.Message = "every member cluster imports the service from this cluster"
+	default:
+		c.Message = "not every member cluster imports the service from this cluster yet"
+	}
+	return c
+}
+
+// conflictCondition returns the MCS Conflict condition of an export of an
+// import: True with the first conflict's reason and every conflict's
+// message, or False.
+func conflictCondition(im *federationpb.Import, generation int64, now time.Time) metav1.Condition {
+	c := metav1.Condition{
+		Type:               string(mcsv1beta1.ServiceExportConditionConflict),
+		Status:             metav1.ConditionFalse,
+		Reason:             string(mcsv1beta1.ServiceExportReasonNoConflicts),
+		Message:            "the exports of the service agree",
+		ObservedGeneration: generation,
+		LastTransitionTime: metav1.NewTime(now),
+	}
+	if conflicts := im.GetConflicts(); len(conflicts) > 0 {
+		msgs := make([]string, len(conflicts))
+		for i, x := range conflicts {
+			msgs[i] = x.GetMessage()
+		}
+		c.Status = metav1.ConditionTrue
+		c.Reason = conflicts[0].GetReason()
+		c.Message = strings.Join(msgs, "; ")
+	}
+	return c
+}
+
+// followImports schedules a check of the exports whose import a new set
+// of the store changes, until ctx ends.
+func (w *statusWriter) followImports(ctx context.Context) {
+	var prev *imports.Set
+	for {
+		set, changed := w.imports.Current()
+		if set != nil && set != prev {
+			if prev == nil {
+				if idx := w.in.exportsIndex(); idx != nil {
+					for _, k := range idx.ListKeys() {
+						w.queue.Add(k)
+					}
+				}
+			} else {
+				for k, im := range set.Imports {
+					if prev.Imports[k] != im {
+						w.enqueueService(k)
+					}
+				}
+				for k := range prev.Imports {
+					if _, ok := set.Imports[k]; !ok {
+						w.enqueueService(k)
+					}
+				}
+			}
+			prev = set
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }

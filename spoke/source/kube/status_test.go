@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
 )
@@ -49,7 +49,7 @@ func (h *harness) statusWrites() int {
 
 func (h *harness) valid(t *testing.T, namespace, name string) metav1.Condition {
 	t.Helper()
-	se, err := h.mcs.MulticlusterV1alpha1().ServiceExports(namespace).Get(t.Context(), name, metav1.GetOptions{})
+	se, err := h.mcs.MulticlusterV1beta1().ServiceExports(namespace).Get(t.Context(), name, metav1.GetOptions{})
 	must(t, err)
 	for _, c := range se.Status.Conditions {
 		if c.Type == "Valid" {
@@ -82,7 +82,7 @@ func TestServiceExportStatus(t *testing.T) {
 	checkValid(t, h.valid(t, "demo", "echo"), metav1.ConditionTrue, "Valid")
 	checkValid(t, h.valid(t, "demo", "ext"), metav1.ConditionFalse, normalize.ReasonInvalidServiceType)
 	checkValid(t, h.valid(t, "demo", "ghost"), metav1.ConditionFalse, normalize.ReasonNoService)
-	se, err := h.mcs.MulticlusterV1alpha1().ServiceExports("demo").Get(t.Context(), "echo", metav1.GetOptions{})
+	se, err := h.mcs.MulticlusterV1beta1().ServiceExports("demo").Get(t.Context(), "echo", metav1.GetOptions{})
 	must(t, err)
 	if len(se.Status.Conditions) != 2 {
 		t.Errorf("conditions %v, want the fixture's Conflict condition kept", se.Status.Conditions)
@@ -98,7 +98,7 @@ func TestServiceExportStatusNotRewritten(t *testing.T) {
 	objs := cluster()
 	in := betaInputs(objs)
 	for _, o := range objs {
-		if se, ok := o.(*mcsv1alpha1.ServiceExport); ok {
+		if se, ok := o.(*mcsv1beta1.ServiceExport); ok {
 			_, st, _ := normalize.Service(in, testOptions, se.Namespace, se.Name)
 			c, _ := validCondition(st, se.Generation, created.Time)
 			se.Status.Conditions = append(se.Status.Conditions, c)
@@ -179,7 +179,7 @@ func TestValidCondition(t *testing.T) {
 		reason string
 		ok     bool
 	}{
-		{normalize.ExportStatus{Exported: true}, metav1.ConditionTrue, string(mcsv1alpha1.ServiceExportReasonValid), true},
+		{normalize.ExportStatus{Exported: true}, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonValid), true},
 		{normalize.ExportStatus{Reason: normalize.ReasonNoService, Message: "gone"}, metav1.ConditionFalse, normalize.ReasonNoService, true},
 		{normalize.ExportStatus{}, "", "", false},
 	}

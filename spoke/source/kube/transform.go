@@ -10,7 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
 )
@@ -219,8 +219,8 @@ func (t *transforms) endpointSlice(in *discoveryv1.EndpointSlice) *normalize.End
 // serviceExport keeps the exported labels and annotations, and the whole
 // status: a status update replaces it, so the conditions other
 // controllers set must survive.
-func (t *transforms) serviceExport(in *mcsv1alpha1.ServiceExport) *mcsv1alpha1.ServiceExport {
-	return &mcsv1alpha1.ServiceExport{
+func (t *transforms) serviceExport(in *mcsv1beta1.ServiceExport) *mcsv1beta1.ServiceExport {
+	return &mcsv1beta1.ServiceExport{
 		ObjectMeta: objectMeta(&in.ObjectMeta, t.exportKeys),
 		Spec:       in.Spec,
 		Status:     in.Status,

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/spoke/normalize"
@@ -35,7 +35,7 @@ func transformFunc(t *testing.T, tr *transforms, obj any) cache.TransformFunc {
 		return transform(tr.namespace)
 	case *discoveryv1.EndpointSlice, *normalize.EndpointSlice:
 		return transform(tr.endpointSlice)
-	case *mcsv1alpha1.ServiceExport:
+	case *mcsv1beta1.ServiceExport:
 		return transform(tr.serviceExport)
 	}
 	t.Fatalf("no transform for %T", obj)
@@ -199,7 +199,7 @@ func TestTransformDropsTheRest(t *testing.T) {
 			if _, ok := o.Labels[discoveryv1.LabelManagedBy]; ok {
 				t.Errorf("slice %s: managed-by label kept", o.Name)
 			}
-		case *mcsv1alpha1.ServiceExport:
+		case *mcsv1beta1.ServiceExport:
 			// The exported labels and annotations go into the import.
 			if o.Spec.ExportedLabels["tier"] != "web" || len(o.Status.Conditions) != 1 || o.Generation != 1 {
 				t.Errorf("export %s: spec, status and generation kept? %+v", o.Name, o)
