@@ -41,6 +41,13 @@ type Config struct {
 	// writes are: 5,000 exports take 100 s to mark Valid at 50 per second.
 	KubeQPS   float64
 	KubeBurst int
+	// ImportQPS and ImportBurst bound the writes of the clusterset's
+	// imports into the cluster (ServiceImports and their EndpointSlices),
+	// with a rate limiter of their own (0: 500 and twice the QPS): a
+	// clusterset's first sync is thousands of writes, which must neither
+	// take minutes nor hold back the ServiceExport status and the Events.
+	ImportQPS   float64
+	ImportBurst int
 	// InCluster says the spoke runs in a pod. DefaultConfig sets it when
 	// KUBERNETES_SERVICE_HOST is set, as the kubelet does in every pod.
 	InCluster bool
@@ -126,6 +133,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "federate the cluster of this kubeconfig file (its current context); in a pod, the default is the pod's cluster")
 	fs.Float64Var(&c.KubeQPS, "kube-qps", c.KubeQPS, "requests per second to the API server, watches aside (0: 50); the ServiceExport status writes use it")
 	fs.IntVar(&c.KubeBurst, "kube-burst", c.KubeBurst, "burst of requests to the API server (0: 100)")
+	fs.Float64Var(&c.ImportQPS, "import-qps", c.ImportQPS, "writes per second of the clusterset's imports (ServiceImports, EndpointSlices) into the cluster, apart from --kube-qps (0: 500)")
+	fs.IntVar(&c.ImportBurst, "import-burst", c.ImportBurst, "burst of the import writes (0: twice --import-qps)")
 	fs.StringVar(&c.CertFile, "tls-cert", c.CertFile, "the spoke's TLS certificate (PEM, URI SAN spiffe://<td>/meshfed/cluster/<id>)")
 	fs.StringVar(&c.KeyFile, "tls-key", c.KeyFile, "the spoke's TLS key (PEM)")
 	fs.StringVar(&c.CAFile, "tls-ca", c.CAFile, "the CA that signs the hub's certificate (PEM)")
@@ -175,6 +184,9 @@ func (c Config) Validate() error {
 	}
 	if c.KubeQPS < 0 || c.KubeBurst < 0 {
 		errs = append(errs, errors.New("--kube-qps and --kube-burst cannot be negative"))
+	}
+	if c.ImportQPS < 0 || c.ImportBurst < 0 {
+		errs = append(errs, errors.New("--import-qps and --import-burst cannot be negative"))
 	}
 	if !(c.MemoryLimitRatio >= 0 && c.MemoryLimitRatio < 1) {
 		errs = append(errs, fmt.Errorf("--memory-limit-ratio %v is outside [0, 1) (0 turns it off)", c.MemoryLimitRatio))

@@ -87,14 +87,14 @@ func TestNewSource(t *testing.T) {
 	cfg.ClusterID = "east"
 
 	cfg.Manifests = dir
-	if src, err := newSource(cfg, nil); err != nil {
+	if src, err := newSource(cfg, nil, nil, nil); err != nil {
 		t.Errorf("--manifests: %v", err)
 	} else if _, ok := src.(*file.Source); !ok {
 		t.Errorf("--manifests: source %T, want the file source", src)
 	}
 
 	cfg.Manifests, cfg.Kubeconfig = "", path
-	if src, err := newSource(cfg, nil); err != nil {
+	if src, err := newSource(cfg, nil, nil, nil); err != nil {
 		t.Errorf("--kubeconfig: %v", err)
 	} else if _, ok := src.(*kube.Source); !ok {
 		t.Errorf("--kubeconfig: source %T, want the kube source", src)
@@ -102,7 +102,7 @@ func TestNewSource(t *testing.T) {
 
 	// A QPS without a burst: client-go refuses a zero burst, the source derives one.
 	cfg.KubeQPS = 500
-	if _, err := newSource(cfg, nil); err != nil {
+	if _, err := newSource(cfg, nil, nil, nil); err != nil {
 		t.Errorf("--kube-qps 500: %v", err)
 	}
 	cfg.KubeQPS, cfg.KubeBurst = -1, 0
@@ -113,7 +113,7 @@ func TestNewSource(t *testing.T) {
 	cfg.KubeQPS = 0
 
 	cfg.Kubeconfig = filepath.Join(dir, "missing")
-	if _, err := newSource(cfg, nil); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
+	if _, err := newSource(cfg, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
 		t.Errorf("missing kubeconfig: %v, want an error naming --kubeconfig", err)
 	}
 }

@@ -108,7 +108,12 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, err := newSource(cfg, log.With("component", "source"), el.holdWrites()...)
+	metrics := prometheus.NewRegistry()
+	var store *imports.Store
+	if cfg.Manifests == "" { // the file source writes nothing
+		store = imports.NewStore()
+	}
+	src, err := newSource(cfg, store, metrics, log.With("component", "source"), el.holdWrites()...)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +121,6 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	if err != nil {
 		return nil, err
 	}
-	metrics := prometheus.NewRegistry()
 	uplinks := uplink.NewMetrics()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), uplinks, version.NewCollector(), leaderGauge(el))
 	if !cfg.Insecure {
@@ -133,6 +137,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		keyPair:  kp,
 		cas:      cas,
 		election: el,
+		imports:  store,
 	}
 	members := &syncproto.Members{}
 	s.hubs = &hubSet{
@@ -276,8 +281,10 @@ func (s *Spoke) Run(ctx context.Context) error {
 }
 
 // newSource returns the source cfg selects (Validate has checked that it
-// selects one); wrap wraps the transport of a Kubernetes source.
-func newSource(cfg Config, log *slog.Logger, wrap ...transport.WrapperFunc) (source, error) {
+// selects one); wrap wraps the transport of a Kubernetes source, which
+// writes the imports of store into the cluster and registers its metrics
+// in metrics.
+func newSource(cfg Config, store *imports.Store, metrics prometheus.Registerer, log *slog.Logger, wrap ...transport.WrapperFunc) (source, error) {
 	if cfg.Manifests != "" {
 		return file.New(cfg.Manifests, log), nil
 	}
@@ -288,7 +295,10 @@ func newSource(cfg Config, log *slog.Logger, wrap ...transport.WrapperFunc) (sou
 	for _, w := range wrap {
 		rc.Wrap(w)
 	}
-	src, err := kube.NewForConfig(rc, kube.Config{Options: cfg.normalizeOptions()}, log)
+	src, err := kube.NewForConfig(rc, kube.Config{
+		Options: cfg.normalizeOptions(), Imports: store, Metrics: metrics,
+		ImportQPS: cfg.ImportQPS, ImportBurst: cfg.ImportBurst,
+	}, log)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes source: %w", err)
 	}
