@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -88,6 +90,26 @@ type APIOptions struct {
 	// limiter of their own; otherwise they share the config's.
 	ImportQPS   float32
 	ImportBurst int
+	// Log, when set, gets the API server's warnings on import writes,
+	// each once (the default handler prints them through klog at every
+	// request: every write of a gateway's FQDN slice warns that the
+	// address type is deprecated).
+	Log *slog.Logger
+}
+
+// onceWarnings logs each distinct warning of the API server once.
+type onceWarnings struct {
+	log  *slog.Logger
+	seen sync.Map
+}
+
+func (w *onceWarnings) HandleWarningHeaderWithContext(_ context.Context, code int, agent, text string) {
+	if code != 299 || text == "" {
+		return
+	}
+	if _, dup := w.seen.LoadOrStore(text, true); !dup {
+		w.log.Info("the API server warns (logged once)", "warning", text, "agent", agent)
+	}
 }
 
 // NewAPI returns the API of the server rc points to: protobuf for the
@@ -109,6 +131,12 @@ func NewAPI(rc *rest.Config, opts APIOptions) (API, error) {
 		importRC = rest.CopyConfig(rc)
 		importRC.QPS, importRC.Burst = opts.ImportQPS, max(opts.ImportBurst, 1)
 		importRC.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(importRC.QPS, importRC.Burst)
+	}
+	if opts.Log != nil {
+		if importRC == rc {
+			importRC = rest.CopyConfig(rc)
+		}
+		importRC.WarningHandlerWithContext = &onceWarnings{log: opts.Log}
 	}
 	client := func(rc *rest.Config, gv schema.GroupVersion, addToScheme func(*runtime.Scheme) error, contentType string) (*rest.RESTClient, error) {
 		scheme := runtime.NewScheme()

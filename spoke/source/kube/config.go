@@ -58,7 +58,7 @@ type Config struct {
 const DefaultDiscoveryInterval = 30 * time.Second
 
 // DefaultImportQPS bounds the import writes (see BENCHMARKS.md).
-const DefaultImportQPS = 200
+const DefaultImportQPS = 500
 
 // WithDefaults returns c with its zero fields set to their defaults.
 func (c Config) WithDefaults() Config {

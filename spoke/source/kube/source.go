@@ -87,7 +87,10 @@ func NewForConfig(rc *rest.Config, cfg Config, log *slog.Logger) (*Source, error
 		rc.Burst = max(defaultBurst, int(2*rc.QPS))
 	}
 	cfg = cfg.WithDefaults()
-	api, err := NewAPI(rc, APIOptions{ImportQPS: float32(cfg.ImportQPS), ImportBurst: cfg.ImportBurst})
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	api, err := NewAPI(rc, APIOptions{ImportQPS: float32(cfg.ImportQPS), ImportBurst: cfg.ImportBurst, Log: log.With("component", "imports")})
 	if err != nil {
 		return nil, err
 	}

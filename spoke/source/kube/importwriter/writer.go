@@ -28,7 +28,7 @@ import (
 
 // Defaults of [Config].
 const (
-	DefaultWorkers   = 4
+	DefaultWorkers   = 16
 	DefaultRetryBase = 500 * time.Millisecond
 	retryMax         = 5 * time.Minute
 	maxWorkers       = 64

@@ -1,0 +1,118 @@
+package kube
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/internal/kubetest"
+)
+
+// TestImportThroughput measures how long a spoke takes to write 5,000
+// imports into a cluster that has none (each a ServiceImport, its status
+// and one EndpointSlice, every other one a second slice of a gateway),
+// at several rate limits, and how long a restarted spoke takes to find
+// that it has nothing to write. It takes minutes (the default limit alone
+// is about 7): skipped under -short. BENCHMARKS.md has the numbers:
+//
+//	go test -race=false -run TestImportThroughput -v ./spoke/source/kube/
+func TestImportThroughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("minutes long; run it with -run TestImportThroughput -v")
+	}
+	const services, namespaces = 5000, 50
+	set := make([]*federationpb.Import, 0, services)
+	for i := range services {
+		ns := fmt.Sprintf("bench-%02d", i%namespaces)
+		im := &federationpb.Import{
+			Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), Type: federationpb.ImportType_IMPORT_TYPE_CLUSTER_SET_IP,
+			Ports:      []*federationpb.ServicePort{{Name: "http", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 8080}},
+			Ips:        []string{fmt.Sprintf("10.96.%d.%d", 100+i/250, i%250)},
+			IpFamilies: []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV4},
+			Clusters:   []string{"west"},
+			Sources:    []*federationpb.ImportSource{{Cluster: "west", Endpoints: podEndpoints(3, fmt.Sprintf("10.%d.%%d.%%d", 1+i%200))}},
+		}
+		if i%2 == 1 {
+			im.Clusters = append(im.Clusters, "north")
+			im.Sources = append(im.Sources, &federationpb.ImportSource{Cluster: "north", ViaGateway: true, Endpoints: []*federationpb.Endpoint{
+				{Address: "gw.north.example.com", Ports: []*federationpb.EndpointPort{{Name: "http", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 15443}}, Ready: true, Serving: true},
+			}})
+		}
+		set = append(set, im)
+	}
+	keys := make([]string, len(set))
+	for i, im := range set {
+		keys[i] = im.GetNamespace() + "/" + im.GetName()
+	}
+
+	for _, tc := range []struct {
+		name    string
+		qps     float64
+		burst   int
+		workers int // 0: the default
+	}{
+		// What the writes would get sharing the source's limiter at its
+		// default (--kube-qps 50, burst 100), alone on it.
+		{"kube-qps=50", 50, 100, 4},
+		{"import-qps=200", 200, 400, 4},
+		{"import-qps=500,workers=4", 500, 1000, 4},
+		{"import-qps=1000,workers=4", 1000, 2000, 4},
+		{"import-qps=1000,workers=16", 1000, 2000, 16},
+		// The defaults: --import-qps 500, --import-burst 1000, 16 workers.
+		{"defaults", 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := kubetest.Start(t, 1)[0]
+			for i := range namespaces {
+				createNamespace(t, c, fmt.Sprintf("bench-%02d", i))
+			}
+			run := func() (*importRig, time.Duration) {
+				start := time.Now()
+				r := runImports(t, c, nil, func(cfg *Config) {
+					cfg.ImportQPS, cfg.ImportBurst, cfg.ImportWorkers = tc.qps, tc.burst, tc.workers
+				})
+				r.send(set...)
+				r.awaitSyncedWithin(t, 15*time.Minute, keys...)
+				return r, time.Since(start)
+			}
+			r, first := run()
+			writes := r.writes(t)
+			r.stop()
+			again, second := run()
+			rewrites := again.writes(t)
+			again.stop()
+			t.Logf("%d imports: converged in %v (%.0f writes, %.0f/s); restarted: nothing left to write after %v (%.0f writes)",
+				services, first.Round(100*time.Millisecond), writes, writes/first.Seconds(), second.Round(100*time.Millisecond), rewrites)
+			if rewrites != 0 {
+				t.Errorf("the restarted writer sent %v writes, want none", rewrites)
+			}
+		})
+	}
+}
+
+// awaitSyncedWithin is awaitSynced with a deadline of its own.
+func (r *importRig) awaitSyncedWithin(t *testing.T, limit time.Duration, keys ...string) {
+	t.Helper()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(limit)
+	for {
+		r.mu.Lock()
+		done := 0
+		for _, k := range keys {
+			if r.syncOK[k] > 0 {
+				done++
+			}
+		}
+		r.mu.Unlock()
+		if done == len(keys) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%d of %d imports synced within %v", done, len(keys), limit)
+		}
+	}
+}
