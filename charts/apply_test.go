@@ -173,6 +173,14 @@ func TestChartsOnAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("the import writer writes with the chart's RBAC", func(t *testing.T) {
+		p := exerciseImportWriter(t, api, sa, "imports")
+		checkImportsWritten(t, api, p, "imports")
+		if d := p.denials(t); len(d) != 0 {
+			t.Errorf("the API server refused the import writer requests with the chart's ClusterRole:\n%s", strings.Join(d, "\n"))
+		}
+	})
+
 	// Each grant of the chart's ClusterRole is needed: without it, the API
 	// server refuses the spoke the request that needs it. The spokes run
 	// one at a time, each with a namespace of its own, holding a
@@ -188,6 +196,13 @@ func TestChartsOnAPIServer(t *testing.T) {
 			sa.awaitAuthorization(t, []grant{g}, false)
 
 			ns := fmt.Sprintf("without-%d", i)
+			if importWriteGrant(g) {
+				p := exerciseImportWriter(t, api, sa, ns)
+				p.eventually(t, "the API server to refuse the import writer "+g.String(), func() bool {
+					return p.denied(t, g.verb, g.resource) != ""
+				})
+				return
+			}
 			api.createEcho(t, ns, "10.2.0.1")
 			var env []string
 			switch {

@@ -575,13 +575,16 @@ func checkAntiAffinity(t *testing.T, d appsv1.Deployment, mode string) {
 }
 
 // spokeRules is every permission the spoke may have: what spoke/source/kube
-// lists and watches, the ServiceExport status it updates, and the Events it
-// records on the objects it rejects.
+// lists and watches, the ServiceExport status it updates, the Events it
+// records on the objects it rejects, and the imports it writes
+// (ServiceImports, their status, the MCS EndpointSlices).
 var spokeRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"services", "pods", "nodes", "namespaces"}, Verbs: []string{"list", "watch"}},
-	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch", "create", "update", "delete"}},
 	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceexports/status"}, Verbs: []string{"update"}},
+	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports"}, Verbs: []string{"list", "watch", "create", "update", "delete"}},
+	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports/status"}, Verbs: []string{"update"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 }
 
