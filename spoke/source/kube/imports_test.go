@@ -43,7 +43,10 @@ type importRig struct {
 
 	mu     sync.Mutex
 	syncOK map[string]int // successful syncs by import key
-	stop   func()
+	in     normalize.Inputs
+	// sliceChanges are the EndpointSlice changes the source delivered.
+	sliceChanges []normalize.Change
+	stop         func()
 }
 
 type rigOption func(*Config)
@@ -73,7 +76,18 @@ func runImports(t *testing.T, c *kubetest.Cluster, store *imports.Store, opts ..
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, func(normalize.Inputs, []normalize.Change) {}) }()
+	go func() {
+		done <- src.Run(ctx, func(in normalize.Inputs, changes []normalize.Change) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.in = in
+			for _, c := range changes {
+				if c.Kind == normalize.KindEndpointSlice && c.Namespace != "default" { // the API server's own
+					r.sliceChanges = append(r.sliceChanges, c)
+				}
+			}
+		})
+	}()
 	var once sync.Once
 	r.stop = func() {
 		once.Do(func() {
@@ -336,6 +350,13 @@ func TestImportsWritten(t *testing.T) {
 		t.Errorf("demo/echo slices by cluster, family and size (-want +got):\n%s", diff)
 	}
 
+	// The source does not read meshfed's slices as the cluster's endpoints.
+	r.mu.Lock()
+	if got := r.in.EndpointSlices("demo", "echo"); len(got) != 0 || len(r.sliceChanges) != 0 {
+		t.Errorf("the source reads meshfed's MCS slices as local ones: %d slices, changes %v", len(got), r.sliceChanges)
+	}
+	r.mu.Unlock()
+
 	// The headless import: no IPs, hostnames and conditions on its endpoints.
 	poll(t, "demo/db's slice", func() bool { return endpointsOf(importSlices(t, c, "demo", "db")) == 2 })
 	db, _ := serviceImport(t, c, "demo", "db")
@@ -383,6 +404,11 @@ func TestImportsWritten(t *testing.T) {
 	if _, ok := serviceImport(t, c, "demo", "db"); !ok {
 		t.Error("demo/db removed with demo/echo")
 	}
+	// Its own objects, not yet in its informer's cache, are never taken
+	// for another's.
+	if strings.Contains(r.logs.String(), "an object meshfed does not own") {
+		t.Error("the writer took its own object for another's")
+	}
 }
 
 // A user's ServiceImport and EndpointSlice of the names meshfed would
@@ -409,7 +435,7 @@ func TestImportsLeaveUsersObjects(t *testing.T) {
 		t.Errorf("%d slices for the user's ServiceImport", n)
 	}
 	checkHeld(t, r.store, "demo/echo", nil)
-	if n := strings.Count(r.logs.String(), "an object meshfed does not own"); n != 1 {
+	if n := strings.Count(r.logs.String(), "an object meshfed does not own"); n != 1 || strings.Contains(r.logs.String(), "meshfed's again\" component=imports import=demo/db") {
 		t.Errorf("the conflict logged %d times, want once", n)
 	}
 

@@ -110,6 +110,10 @@ type Writer struct {
 	// notOurs are the imports whose ServiceImport or a slice name is
 	// taken by another's object: logged once, counted in the metric.
 	notOurs map[string]bool
+	// created are the objects ("kind/namespace/name") the writer created
+	// lately, until its informer shows them: a create that finds one of
+	// them there met its own object, not another's.
+	created map[string]time.Time
 
 	// synced, when set, is told the outcome of each sync (tests).
 	synced func(key string, err error)
@@ -130,7 +134,7 @@ func New(cfg Config, log *slog.Logger) (*Writer, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Writer{
-		cfg: cfg, log: log, notOurs: map[string]bool{},
+		cfg: cfg, log: log, notOurs: map[string]bool{}, created: map[string]time.Time{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.RetryBase, retryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ""}),
@@ -352,13 +356,14 @@ func (w *Writer) writeImport(ctx context.Context, key string, im *federationpb.I
 	if cur == nil {
 		created, err := api.Create(ctx, want)
 		w.metrics.write("ServiceImport", "create", err)
-		if apierrors.IsAlreadyExists(err) {
+		if apierrors.IsAlreadyExists(err) && !w.createdLately("ServiceImport/"+key) {
 			w.setNotOurs(key, true)
 			return nil, fmt.Errorf("service import %s: %w", key, errNotOurs)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("service import %s: create: %w", key, err)
 		}
+		w.markCreated("ServiceImport/" + key)
 		cur = created
 	} else if importChanged(cur, want) {
 		upd := want.DeepCopy()
@@ -396,10 +401,12 @@ func (w *Writer) writeSlices(ctx context.Context, key string, im *federationpb.I
 		case cur == nil:
 			_, err := w.cfg.Slices.Create(ctx, ws)
 			w.metrics.write("EndpointSlice", "create", err)
-			if apierrors.IsAlreadyExists(err) {
+			if apierrors.IsAlreadyExists(err) && !w.createdLately("EndpointSlice/"+ws.Namespace+"/"+name) {
 				err = errNotOurs
 			}
-			if err != nil {
+			if err == nil {
+				w.markCreated("EndpointSlice/" + ws.Namespace + "/" + name)
+			} else {
 				errs = append(errs, fmt.Errorf("endpoint slice %s/%s: create: %w", ws.Namespace, name, err))
 			}
 		case sliceChanged(cur, ws):
@@ -454,6 +461,32 @@ func (w *Writer) removeSlices(ctx context.Context, key string, keep map[string]*
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// createdWindow is how long a created object may take to reach the
+// writer's informer before a create that finds it there counts as
+// finding another's.
+const createdWindow = time.Minute
+
+func (w *Writer) markCreated(obj string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for k, t := range w.created {
+		if now.Sub(t) > createdWindow {
+			delete(w.created, k)
+		}
+	}
+	w.created[obj] = now
+}
+
+// createdLately reports whether the writer created obj within
+// createdWindow: its informer has yet to show it.
+func (w *Writer) createdLately(obj string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.created[obj]
+	return ok && time.Since(t) <= createdWindow
 }
 
 // reportHeld tells the store what the cluster holds of key: the
