@@ -303,7 +303,7 @@ func TestImportsWritten(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"tier": "web", importwriter.LabelManagedBy: importwriter.ManagedBy}, si.Labels); diff != "" {
 		t.Errorf("demo/echo labels (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{"example.com/owner": "payments"}, si.Annotations); diff != "" {
+	if diff := cmp.Diff(map[string]string{"example.com/owner": "payments", importwriter.AnnotationImportedKeys: "labels=tier;annotations=example.com/owner"}, si.Annotations); diff != "" {
 		t.Errorf("demo/echo annotations (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]mcsv1beta1.ClusterStatus{{Cluster: "north"}, {Cluster: "west"}}, si.Status.Clusters); diff != "" {
@@ -476,6 +476,17 @@ func TestImportsRestart(t *testing.T) {
 	poll(t, "demo/echo's status", func() bool { si, _ := serviceImport(t, c, "demo", "echo"); return len(si.Status.Clusters) == 2 })
 	r.stop()
 
+	// Labels another controller adds stay, and are no reason to write.
+	si, _ := serviceImport(t, c, "demo", "echo")
+	si.Labels["example.com/cost-center"] = "42"
+	_, err := c.MCS.MulticlusterV1beta1().ServiceImports("demo").Update(t.Context(), si, metav1.UpdateOptions{})
+	must(t, err)
+	for _, s := range importSlices(t, c, "demo", "db") {
+		s.Labels["example.com/cost-center"] = "42"
+		_, err := c.Client.DiscoveryV1().EndpointSlices("demo").Update(t.Context(), &s, metav1.UpdateOptions{})
+		must(t, err)
+	}
+
 	again := runImports(t, c, nil)
 	again.send(set...)
 	again.awaitSynced(t, "demo/echo", "demo/db")
@@ -484,6 +495,9 @@ func TestImportsRestart(t *testing.T) {
 		t.Errorf("the restarted writer sent %v writes, want none", n)
 	}
 	again.stop()
+	if si, _ := serviceImport(t, c, "demo", "echo"); si.Labels["example.com/cost-center"] != "42" {
+		t.Errorf("another's label removed: %v", si.Labels)
+	}
 
 	// The hub holds the last set until the spoke is back: its store has
 	// nothing before the link's first set, and the writer waits for it.

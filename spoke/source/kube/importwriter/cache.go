@@ -8,8 +8,9 @@ import (
 )
 
 // The informers' transforms keep what the writer compares and what a
-// PUT must carry back (finalizers and owners of a ServiceImport, other
-// controllers' status conditions); managedFields and the rest go.
+// PUT must carry back (labels, annotations, finalizers and owners others
+// set, other controllers' status conditions); managedFields and the rest
+// go.
 
 func transformImport(obj any) (any, error) {
 	in, ok := obj.(*mcsv1beta1.ServiceImport)
@@ -36,6 +37,7 @@ func transformSlice(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: in.Namespace, Name: in.Name, UID: in.UID, ResourceVersion: in.ResourceVersion,
 			DeletionTimestamp: in.DeletionTimestamp, Labels: in.Labels, OwnerReferences: in.OwnerReferences,
+			Annotations: in.Annotations, Finalizers: in.Finalizers,
 		},
 		AddressType: in.AddressType,
 		Ports:       in.Ports,

@@ -36,6 +36,13 @@ const (
 	SliceManagedBy = "spoke.meshfed.io"
 )
 
+// AnnotationImportedKeys on a ServiceImport lists the label and
+// annotation keys meshfed wrote there, the import's exported ones
+// ("labels=a,b;annotations=c"): a key the import drops is removed, a key
+// another controller or an admission webhook adds is kept (and not
+// fought over, which would be a write loop).
+const AnnotationImportedKeys = "meshfed.io/imported-keys"
+
 // Selectors of the writer's informers: meshfed's objects only.
 var (
 	importSelector = LabelManagedBy + "=" + ManagedBy
@@ -65,6 +72,10 @@ func desiredImport(im *federationpb.Import) *mcsv1beta1.ServiceImport {
 	if si.Labels == nil {
 		si.Labels = map[string]string{}
 	}
+	if si.Annotations == nil {
+		si.Annotations = map[string]string{}
+	}
+	si.Annotations[AnnotationImportedKeys] = importedKeys(si.Labels, si.Annotations)
 	si.Labels[LabelManagedBy] = ManagedBy
 	if im.GetType() == federationpb.ImportType_IMPORT_TYPE_HEADLESS {
 		si.Spec.Type = mcsv1beta1.Headless
@@ -131,10 +142,57 @@ func protocol(p federationpb.Protocol) corev1.Protocol {
 	}
 }
 
+// importedKeys encodes the exported label and annotation keys of an
+// import for [AnnotationImportedKeys].
+func importedKeys(labels, annotations map[string]string) string {
+	return "labels=" + strings.Join(slices.Sorted(maps.Keys(labels)), ",") +
+		";annotations=" + strings.Join(slices.Sorted(maps.Keys(annotations)), ",")
+}
+
+// parseImportedKeys decodes [AnnotationImportedKeys].
+func parseImportedKeys(v string) (labels, annotations []string) {
+	for part := range strings.SplitSeq(v, ";") {
+		name, keys, _ := strings.Cut(part, "=")
+		var list []string
+		if keys != "" {
+			list = strings.Split(keys, ",")
+		}
+		switch name {
+		case "labels":
+			labels = list
+		case "annotations":
+			annotations = list
+		}
+	}
+	return labels, annotations
+}
+
+// merged returns cur with want's entries set and the keys meshfed owned
+// before (owned) but want lacks removed; the rest is another's and stays.
+func merged(cur, want map[string]string, owned []string) map[string]string {
+	out := make(map[string]string, len(cur)+len(want))
+	maps.Copy(out, cur)
+	for _, k := range owned {
+		if _, ok := want[k]; !ok {
+			delete(out, k)
+		}
+	}
+	maps.Copy(out, want)
+	return out
+}
+
+// importMeta returns the labels and annotations the stored import cur
+// should have: the desired ones, and the others' it has.
+func importMeta(cur, want *mcsv1beta1.ServiceImport) (labels, annotations map[string]string) {
+	ownedLabels, ownedAnnotations := parseImportedKeys(cur.Annotations[AnnotationImportedKeys])
+	return merged(cur.Labels, want.Labels, ownedLabels), merged(cur.Annotations, want.Annotations, ownedAnnotations)
+}
+
 // importChanged reports whether the stored import differs from the
 // desired one in what the writer writes with an update (not status).
 func importChanged(cur, want *mcsv1beta1.ServiceImport) bool {
-	return !maps.Equal(cur.Labels, want.Labels) || !maps.Equal(nilIfEmpty(cur.Annotations), nilIfEmpty(want.Annotations)) ||
+	labels, annotations := importMeta(cur, want)
+	return !maps.Equal(cur.Labels, labels) || !maps.Equal(nilIfEmpty(cur.Annotations), nilIfEmpty(annotations)) ||
 		!specEqual(&cur.Spec, &want.Spec)
 }
 
@@ -296,8 +354,9 @@ func sliceName(service, cluster string, family discoveryv1.AddressType, portsKey
 
 // sliceChanged reports whether a stored slice differs from the desired
 // one in what the writer writes.
+// Labels others add to it are kept (see [AnnotationImportedKeys]).
 func sliceChanged(cur, want *discoveryv1.EndpointSlice) bool {
-	return !maps.Equal(cur.Labels, want.Labels) || cur.AddressType != want.AddressType ||
+	return !maps.Equal(cur.Labels, merged(cur.Labels, want.Labels, nil)) || cur.AddressType != want.AddressType ||
 		!ownersEqual(cur.OwnerReferences, want.OwnerReferences) ||
 		!slices.EqualFunc(cur.Ports, want.Ports, portEqual) ||
 		!slices.EqualFunc(cur.Endpoints, want.Endpoints, endpointEqual)

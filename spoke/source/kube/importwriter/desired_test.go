@@ -39,8 +39,11 @@ func TestDesiredImportCopiesEveryField(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "demo", Name: "echo",
 			// The ownership label wins over an exported one of its key.
-			Labels:      map[string]string{"tier": "web", LabelManagedBy: ManagedBy},
-			Annotations: map[string]string{"example.com/owner": "payments"},
+			Labels: map[string]string{"tier": "web", LabelManagedBy: ManagedBy},
+			Annotations: map[string]string{
+				"example.com/owner":    "payments",
+				AnnotationImportedKeys: "labels=" + LabelManagedBy + ",tier;annotations=example.com/owner",
+			},
 		},
 		Spec: mcsv1beta1.ServiceImportSpec{
 			Type: mcsv1beta1.ClusterSetIP,
@@ -68,6 +71,37 @@ func TestDesiredImportCopiesEveryField(t *testing.T) {
 	other.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = ptr.To[int32](60)
 	if !importChanged(other, want) {
 		t.Error("a changed timeout compares equal")
+	}
+}
+
+// Labels and annotations others add to meshfed's ServiceImport stay
+// (fighting an admission webhook that adds them would be a write loop);
+// those the import drops go.
+func TestImportMetadataKeepsOthers(t *testing.T) {
+	im := &federationpb.Import{
+		Namespace: "demo", Name: "echo",
+		Labels:      []*federationpb.KeyValue{{Key: "tier", Value: "web"}, {Key: "team", Value: "a"}},
+		Annotations: []*federationpb.KeyValue{{Key: "note", Value: "x"}},
+	}
+	stored := desiredImport(im)
+	stored.Labels["example.com/cost-center"] = "42" // a webhook's
+	stored.Annotations["example.com/audit"] = "ok"
+	if importChanged(stored, desiredImport(im)) {
+		t.Error("another's label or annotation makes the import differ: the writer would fight it")
+	}
+
+	im.Labels = im.Labels[:1] // the export drops team
+	im.Annotations = nil
+	want := desiredImport(im)
+	if !importChanged(stored, want) {
+		t.Fatal("a dropped label does not make the import differ")
+	}
+	labels, annotations := importMeta(stored, want)
+	if diff := cmp.Diff(map[string]string{"tier": "web", "example.com/cost-center": "42", LabelManagedBy: ManagedBy}, labels); diff != "" {
+		t.Errorf("labels written (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"example.com/audit": "ok", AnnotationImportedKeys: "labels=tier;annotations="}, annotations); diff != "" {
+		t.Errorf("annotations written (-want +got):\n%s", diff)
 	}
 }
 

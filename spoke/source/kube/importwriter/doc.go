@@ -13,6 +13,17 @@
 // label is another's, which it leaves alone and reports (a log line when
 // the conflict starts and ends, and meshfed_spoke_import_conflicts).
 //
+// The ServiceImport's labels and annotations are the winning export's
+// exported ones, as KEP-1645 asks, plus two of meshfed's: the ownership
+// label, in the app.kubernetes.io/ prefix Kubernetes keeps for tooling
+// metadata (the role endpointslice.kubernetes.io/managed-by plays on
+// slices; it wins over an exported label of its key), and the annotation
+// meshfed.io/imported-keys, which lists the exported keys meshfed wrote so
+// that it removes those the export drops and keeps what others (an
+// admission webhook, a cost-allocation controller) add, instead of
+// fighting them in a write loop. Nothing that reads ServiceImports selects
+// them by label: the exported labels are all there, unchanged.
+//
 // Slices are named "<service>-<cluster>-<family>-<hash>", the hash over
 // the service, the exporting cluster, the address family, the port set and
 // the slice's index: a restarted writer computes the names it wrote before

@@ -368,6 +368,7 @@ func (w *Writer) writeImport(ctx context.Context, key string, im *federationpb.I
 	} else if importChanged(cur, want) {
 		upd := want.DeepCopy()
 		upd.UID, upd.ResourceVersion = cur.UID, cur.ResourceVersion
+		upd.Labels, upd.Annotations = importMeta(cur, want)
 		upd.Finalizers, upd.OwnerReferences = cur.Finalizers, cur.OwnerReferences
 		updated, err := api.Update(ctx, upd)
 		w.metrics.write("ServiceImport", "update", err)
@@ -412,6 +413,9 @@ func (w *Writer) writeSlices(ctx context.Context, key string, im *federationpb.I
 		case sliceChanged(cur, ws):
 			upd := ws.DeepCopy()
 			upd.UID, upd.ResourceVersion = cur.UID, cur.ResourceVersion
+			// What others added stays.
+			upd.Labels = merged(cur.Labels, ws.Labels, nil)
+			upd.Annotations, upd.Finalizers = cur.Annotations, cur.Finalizers
 			_, err := w.cfg.Slices.Update(ctx, upd)
 			w.metrics.write("EndpointSlice", "update", err)
 			if err != nil {
