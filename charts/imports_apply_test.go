@@ -19,11 +19,12 @@ import (
 	"github.com/meshfed/meshfed/spoke/source/kube"
 )
 
-// The spoke writes imports only when a hub sends them, and the hub of
-// these tests sends none yet: the grants the import writer needs are
-// exercised by the spoke's Kubernetes source itself, in process, with the
-// ServiceAccount's token and a store fed a set directly, as a hub replica
-// would feed it.
+// The grants the import writer needs are exercised by the spoke's
+// Kubernetes source itself, in process, with the ServiceAccount's token
+// and a store fed sets directly, as a hub replica would feed it: the test
+// chooses the sets, so that the writer must create, update and delete
+// each kind (a hub's first set would only create). TestKubeImportsWrittenBack
+// (e2e) runs the whole way, hub included.
 
 // importWriteGrant tells the grants only the import writer's writes need
 // (its lists and watches run in every spoke, and the spoke binary shows
