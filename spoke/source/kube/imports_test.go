@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/internal/dnstest"
 	"github.com/meshfed/meshfed/internal/kubetest"
 	"github.com/meshfed/meshfed/spoke/imports"
 	"github.com/meshfed/meshfed/spoke/normalize"
@@ -697,4 +699,31 @@ func TestExportConditionsFromImports(t *testing.T) {
 		"Ready":    {Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready"},
 		"Conflict": {Type: "Conflict", Status: metav1.ConditionFalse, Reason: "NoConflicts"},
 	})
+}
+
+// CoreDNS (its kubernetes plugin's multicluster option, which reads
+// ServiceImports as v1alpha1) answers the clusterset.local names of what
+// the writer wrote: a ClusterSetIP import's IPs, a headless import's ready
+// endpoints, and <hostname>.<cluster>.<service> from a slice's hostname
+// and source-cluster label.
+func TestImportsResolveInCoreDNS(t *testing.T) {
+	c := kubetest.Start(t, 1)[0]
+	createNamespace(t, c, "demo")
+	s := dnstest.Start(t, c)
+	r := runImports(t, c, nil)
+	r.send(echoImport("demo"), dbImport("demo"))
+
+	echo := "echo.demo.svc." + dnstest.ClusterSetZone
+	s.WaitFor(t, echo, dns.TypeA, dnstest.Answer{Rcode: "NOERROR", Records: []string{"10.96.200.5"}})
+	s.WaitFor(t, echo, dns.TypeAAAA, dnstest.Answer{Rcode: "NOERROR", Records: []string{"fd00:96::5"}})
+	s.WaitFor(t, "_grpc._tcp."+echo, dns.TypeSRV, dnstest.Answer{Rcode: "NOERROR", Records: []string{"0 50 8080 " + echo + "."}})
+
+	db := "db.demo.svc." + dnstest.ClusterSetZone
+	s.WaitFor(t, db, dns.TypeA, dnstest.Answer{Rcode: "NOERROR", Records: []string{"10.1.9.1"}}) // db-1 is terminating
+	s.WaitFor(t, "db-0.west."+db, dns.TypeA, dnstest.Answer{Rcode: "NOERROR", Records: []string{"10.1.9.1"}})
+	s.WaitFor(t, "db-1.west."+db, dns.TypeA, dnstest.Answer{Rcode: "NXDOMAIN"})
+
+	// The import goes: so do its names.
+	r.send(echoImport("demo"))
+	s.WaitFor(t, db, dns.TypeA, dnstest.Answer{Rcode: "NXDOMAIN"})
 }
