@@ -53,7 +53,7 @@ type importRig struct {
 
 type rigOption func(*Config)
 
-func runImports(t *testing.T, c *kubetest.Cluster, store *imports.Store, opts ...rigOption) *importRig {
+func runImports(t testing.TB, c *kubetest.Cluster, store *imports.Store, opts ...rigOption) *importRig {
 	t.Helper()
 	r := &importRig{c: c, store: store, reg: prometheus.NewRegistry(), logs: &syncBuffer{}, syncOK: map[string]int{}}
 	if store == nil {
@@ -67,7 +67,9 @@ func runImports(t *testing.T, c *kubetest.Cluster, store *imports.Store, opts ..
 	}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	src, err := NewForConfig(c.Config, cfg, log)
-	must(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	src.statusRetry = 10 * time.Millisecond
 	src.importWriterSynced = func(key string, err error) {
 		if err == nil {
@@ -114,10 +116,12 @@ func (r *importRig) send(ims ...*federationpb.Import) {
 }
 
 // writes is the number of write requests the writer sent.
-func (r *importRig) writes(t *testing.T) float64 {
+func (r *importRig) writes(t testing.TB) float64 {
 	t.Helper()
 	families, err := r.reg.Gather()
-	must(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := 0.0
 	for _, f := range families {
 		if f.GetName() == "meshfed_spoke_import_writes_total" {
@@ -171,10 +175,12 @@ func poll(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func createNamespace(t *testing.T, c *kubetest.Cluster, name string) {
+func createNamespace(t testing.TB, c *kubetest.Cluster, name string) {
 	t.Helper()
 	_, err := c.Client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	must(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func serviceImport(t *testing.T, c *kubetest.Cluster, ns, name string) (*mcsv1beta1.ServiceImport, bool) {
