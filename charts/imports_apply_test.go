@@ -80,7 +80,7 @@ func runImportWriter(t *testing.T, rc *rest.Config, clusterID, log string, set .
 // rev changes, with an endpoint whose address rev changes.
 func writerImport(ns, name string, rev int) *federationpb.Import {
 	return &federationpb.Import{
-		Namespace: ns, Name: name, Type: federationpb.ImportType_IMPORT_TYPE_CLUSTER_SET_IP,
+		Namespace: ns, Name: name, Type: federationpb.ImportType_IMPORT_TYPE_CLUSTER_SET_IP, Mcs: true,
 		Ports:    []*federationpb.ServicePort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: uint32(8080 + rev)}},
 		Ips:      []string{"10.96.200." + string(rune('1'+rev))},
 		Clusters: []string{"west", []string{"north", "south"}[rev]},

@@ -232,7 +232,7 @@ func echoImport(ns string) *federationpb.Import {
 	eps := podEndpoints(1200, "10.1.%d.%d")
 	eps = append(eps, &federationpb.Endpoint{Address: "fd00::1", Ports: grpcEndpointPort, Ready: true, Serving: true})
 	return &federationpb.Import{
-		Namespace: ns, Name: "echo", Type: federationpb.ImportType_IMPORT_TYPE_CLUSTER_SET_IP,
+		Namespace: ns, Name: "echo", Type: federationpb.ImportType_IMPORT_TYPE_CLUSTER_SET_IP, Mcs: true,
 		Ports: []*federationpb.ServicePort{
 			{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, AppProtocol: "grpc", Port: 8080},
 			{Name: "dns", Protocol: federationpb.Protocol_PROTOCOL_UDP, Port: 53},
@@ -259,7 +259,7 @@ func echoImport(ns string) *federationpb.Import {
 // dbImport is a headless import of a StatefulSet in west.
 func dbImport(ns string) *federationpb.Import {
 	return &federationpb.Import{
-		Namespace: ns, Name: "db", Type: federationpb.ImportType_IMPORT_TYPE_HEADLESS,
+		Namespace: ns, Name: "db", Type: federationpb.ImportType_IMPORT_TYPE_HEADLESS, Mcs: true,
 		Ports:    []*federationpb.ServicePort{{Name: "pg", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 5432}},
 		Clusters: []string{"west"},
 		Sources: []*federationpb.ImportSource{{Cluster: "west", Endpoints: []*federationpb.Endpoint{
@@ -284,7 +284,11 @@ func TestImportsWritten(t *testing.T) {
 	c := kubetest.Start(t, 1)[0]
 	createNamespace(t, c, "demo")
 	r := runImports(t, c, nil)
-	r.send(echoImport("demo"), dbImport("demo"), echoImport("later"))
+	// A spoke that serves its mesh is sent every federated service; only
+	// the MCS imports become ServiceImports.
+	meshOnly := echoImport("demo")
+	meshOnly.Name, meshOnly.Mcs = "mesh-only", false
+	r.send(echoImport("demo"), dbImport("demo"), echoImport("later"), meshOnly)
 
 	// The ClusterSetIP import, every field copied.
 	poll(t, "demo/echo imported with its status", func() bool {
@@ -385,6 +389,13 @@ func TestImportsWritten(t *testing.T) {
 	checkHeld(t, r.store, "demo/echo", &federationpb.HeldImport{Namespace: "demo", Name: "echo", Ips: wantSpec.IPs, Clusters: []string{"north", "west"}})
 	checkHeld(t, r.store, "demo/db", &federationpb.HeldImport{Namespace: "demo", Name: "db", Clusters: []string{"west"}})
 	checkHeld(t, r.store, "later/echo", &federationpb.HeldImport{Namespace: "later", Name: "echo", NoNamespace: true})
+	r.awaitSynced(t, "demo/mesh-only")
+	if _, ok := serviceImport(t, c, "demo", "mesh-only"); ok || len(importSlices(t, c, "demo", "mesh-only")) != 0 {
+		t.Error("a service that is no MCS import was written")
+	}
+	if h, ok := r.store.Held().Get("demo/mesh-only"); ok {
+		t.Errorf("a service that is no MCS import is reported held: %v", h)
+	}
 
 	// The namespace created later gets its import.
 	createNamespace(t, c, "later")

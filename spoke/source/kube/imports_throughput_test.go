@@ -24,7 +24,7 @@ func BenchmarkImportConvergence(b *testing.B) {
 	for i := range services {
 		ns := fmt.Sprintf("bench-%02d", i%namespaces)
 		im := &federationpb.Import{
-			Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), Type: federationpb.ImportType_IMPORT_TYPE_CLUSTER_SET_IP,
+			Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), Type: federationpb.ImportType_IMPORT_TYPE_CLUSTER_SET_IP, Mcs: true,
 			Ports:      []*federationpb.ServicePort{{Name: "http", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 8080}},
 			Ips:        []string{fmt.Sprintf("10.96.%d.%d", 100+i/250, i%250)},
 			IpFamilies: []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV4},

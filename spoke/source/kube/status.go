@@ -129,6 +129,7 @@ func (w *statusWriter) sync(ctx context.Context, key string) (bool, error) {
 		// restarted spoke does not flap what the last one wrote.
 		if set, _ := w.imports.Current(); set != nil {
 			im, ok := set.Import(key)
+			ok = ok && im.GetMcs() // a mesh spoke's set has every federated service
 			want = append(want, readyCondition(im, ok, w.opts.ClusterID, se.Generation, now))
 			if ok {
 				want = append(want, conflictCondition(im, se.Generation, now))

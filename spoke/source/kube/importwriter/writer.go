@@ -124,6 +124,17 @@ type setIndex struct {
 	byNamespace map[string][]string
 }
 
+// mcsImport returns the set's import of key if it is an MCS import: a
+// spoke that serves its cluster's mesh is sent every federated service,
+// and only the MCS imports become ServiceImports.
+func (x *setIndex) mcsImport(key string) (*federationpb.Import, bool) {
+	im, ok := x.set.Import(key)
+	if !ok || !im.GetMcs() {
+		return nil, false
+	}
+	return im, true
+}
+
 // New returns a writer; Run starts it.
 func New(cfg Config, log *slog.Logger) (*Writer, error) {
 	cfg = cfg.WithDefaults()
@@ -255,7 +266,9 @@ func (w *Writer) next(prev *imports.Set) *imports.Set {
 	}
 	idx := &setIndex{set: set, byNamespace: map[string][]string{}}
 	for k, im := range set.Imports {
-		idx.byNamespace[im.GetNamespace()] = append(idx.byNamespace[im.GetNamespace()], k)
+		if im.GetMcs() {
+			idx.byNamespace[im.GetNamespace()] = append(idx.byNamespace[im.GetNamespace()], k)
+		}
 	}
 	w.cur.Store(idx)
 	if prev == nil {
@@ -320,7 +333,7 @@ func (w *Writer) sync(ctx context.Context, key string) error {
 		return nil // no set yet: nothing is written, nothing removed
 	}
 	cur, _ := getImport(w.importsInf.GetStore(), key)
-	im, wanted := idx.set.Import(key)
+	im, wanted := idx.mcsImport(key)
 	if !wanted {
 		w.setNotOurs(key, false)
 		return w.remove(ctx, key, cur)
@@ -503,7 +516,7 @@ func (w *Writer) reportHeld(key string, idx *setIndex) {
 		return
 	}
 	if idx != nil {
-		if im, ok := idx.set.Import(key); ok && !w.cfg.NamespaceExists(im.GetNamespace()) {
+		if im, ok := idx.mcsImport(key); ok && !w.cfg.NamespaceExists(im.GetNamespace()) {
 			held.Set(&federationpb.HeldImport{Namespace: im.GetNamespace(), Name: im.GetName(), NoNamespace: true})
 			return
 		}
