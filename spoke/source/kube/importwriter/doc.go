@@ -1,8 +1,9 @@
 // Package importwriter writes the clusterset's MCS imports into the
-// spoke's own cluster: one ServiceImport per import of the store's
-// current set in every namespace the cluster has, and the EndpointSlices
-// of each exporting cluster, and reports back to the store what the
-// cluster holds. The hub never holds cluster credentials: this is where
+// spoke's own cluster: one ServiceImport per MCS import of the store's
+// current set (Import.mcs; a spoke that serves its mesh is sent every
+// federated service) in every namespace the cluster has, and the
+// EndpointSlices of each exporting cluster, and reports back to the store
+// what the cluster holds. The hub never holds cluster credentials: this is where
 // the clusterset's decisions become objects.
 //
 // Ownership: a ServiceImport meshfed writes is labelled
