@@ -231,8 +231,20 @@ func MergeService(parts []ClusterService) *ServiceView {
 				joinClusters(differ[j]), prop.name, first.Cluster, prop.show(oldest)),
 		})
 	}
-	slices.SortFunc(v.Conflicts, func(a, b Conflict) int { return cmp.Compare(a.Reason, b.Reason) })
+	// The most telling first: a ServiceExport's Conflict condition carries
+	// the first one's reason.
+	slices.SortFunc(v.Conflicts, func(a, b Conflict) int {
+		return cmp.Compare(slices.Index(conflictOrder, a.Reason), slices.Index(conflictOrder, b.Reason))
+	})
 	return v
+}
+
+// conflictOrder ranks conflicts by how much they change what clients of
+// the import get.
+var conflictOrder = []string{
+	ReasonTypeConflict, ReasonPortConflict, ReasonIPFamilyConflict, ReasonSessionAffinityConflict,
+	ReasonSessionAffinityConfigConflict, ReasonInternalTrafficPolicyConflict, ReasonTrafficDistributionConflict,
+	ReasonLabelsConflict, ReasonAnnotationsConflict,
 }
 
 // property is one export property that MCS resolves by the oldest export.
