@@ -48,6 +48,11 @@ type Config struct {
 	// take minutes nor hold back the ServiceExport status and the Events.
 	ImportQPS   float64
 	ImportBurst int
+	// MCPAddr serves the cluster's own istiod the clusterset's services
+	// over MCP-over-xDS ("": off); MCPInitialWait bounds how long its
+	// ServiceEntries wait for a hub's first set.
+	MCPAddr        string
+	MCPInitialWait time.Duration
 	// InCluster says the spoke runs in a pod. DefaultConfig sets it when
 	// KUBERNETES_SERVICE_HOST is set, as the kubelet does in every pod.
 	InCluster bool
@@ -112,6 +117,7 @@ func DefaultConfig() Config {
 		HubResolveInterval: 5 * time.Second,
 		Export:             string(normalize.ExportExported),
 		DomainSuffix:       "cluster.local",
+		MCPInitialWait:     30 * time.Second,
 		SystemNamespace:    "istio-system",
 		MaxMessageBytes:    4 << 20,
 		KeepaliveTime:      30 * time.Second,
@@ -135,6 +141,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.KubeBurst, "kube-burst", c.KubeBurst, "burst of requests to the API server (0: 100)")
 	fs.Float64Var(&c.ImportQPS, "import-qps", c.ImportQPS, "writes per second of the clusterset's imports (ServiceImports, EndpointSlices) into the cluster, apart from --kube-qps (0: 500)")
 	fs.IntVar(&c.ImportBurst, "import-burst", c.ImportBurst, "burst of the import writes (0: twice --import-qps)")
+	fs.StringVar(&c.MCPAddr, "mcp-addr", c.MCPAddr, `serve the cluster's istiod the clusterset's services as ServiceEntries over MCP-over-xDS at this address (its meshConfig.configSources: xds://ADDR); "" disables it`)
+	fs.DurationVar(&c.MCPInitialWait, "mcp-initial-wait", c.MCPInitialWait, "how long istiod's ServiceEntries wait for a hub's first set of services before they are answered empty, so that a starting istiod is not held up by an unreachable hub")
 	fs.StringVar(&c.CertFile, "tls-cert", c.CertFile, "the spoke's TLS certificate (PEM, URI SAN spiffe://<td>/meshfed/cluster/<id>)")
 	fs.StringVar(&c.KeyFile, "tls-key", c.KeyFile, "the spoke's TLS key (PEM)")
 	fs.StringVar(&c.CAFile, "tls-ca", c.CAFile, "the CA that signs the hub's certificate (PEM)")
@@ -184,6 +192,9 @@ func (c Config) Validate() error {
 	}
 	if c.KubeQPS < 0 || c.KubeBurst < 0 {
 		errs = append(errs, errors.New("--kube-qps and --kube-burst cannot be negative"))
+	}
+	if c.MCPInitialWait < 0 {
+		errs = append(errs, fmt.Errorf("--mcp-initial-wait %v is negative", c.MCPInitialWait))
 	}
 	if c.ImportQPS < 0 || c.ImportBurst < 0 {
 		errs = append(errs, errors.New("--import-qps and --import-burst cannot be negative"))

@@ -28,6 +28,7 @@ import (
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/spoke/imports"
+	"github.com/meshfed/meshfed/spoke/mcp"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/source/file"
@@ -53,9 +54,12 @@ type Spoke struct {
 	// the spoke sends only once the source's caches have synced.
 	ready atomic.Bool
 	// imports are the clusterset's imports as the hub replicas send them,
-	// for the source to write into the cluster; nil when the source
-	// writes none (a directory of manifests).
+	// for the source to write into the cluster (writes) and for the MCP
+	// server to serve istiod; nil when neither wants them.
 	imports *imports.Store
+	writes  bool
+	// mcp serves the cluster's istiod (nil without --mcp-addr).
+	mcp *mcp.Server
 	// election is nil without --leader-elect; synced: the source has
 	// delivered its caches' content.
 	election *election
@@ -109,11 +113,14 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		return nil, err
 	}
 	metrics := prometheus.NewRegistry()
-	var store *imports.Store
-	if cfg.Manifests == "" { // the file source writes nothing
+	var store, writes *imports.Store
+	if cfg.Manifests == "" || cfg.MCPAddr != "" {
 		store = imports.NewStore()
 	}
-	src, err := newSource(cfg, store, metrics, log.With("component", "source"), el.holdWrites()...)
+	if cfg.Manifests == "" { // the file source writes nothing
+		writes = store
+	}
+	src, err := newSource(cfg, writes, metrics, log.With("component", "source"), el.holdWrites()...)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +145,16 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		cas:      cas,
 		election: el,
 		imports:  store,
+		writes:   writes != nil,
+	}
+	if cfg.MCPAddr != "" {
+		s.mcp, err = mcp.New(mcp.Config{
+			Addr: cfg.MCPAddr, InitialWait: cfg.MCPInitialWait,
+			Entries: mcp.Entries{Cluster: cfg.ClusterID, Domain: cfg.DomainSuffix},
+		}, store, log.With("component", "mcp"))
+		if err != nil {
+			return nil, err
+		}
 	}
 	members := &syncproto.Members{}
 	s.hubs = &hubSet{
@@ -196,7 +213,7 @@ func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, member
 	return &link{
 		conn: conn, stream: stream, metrics: metrics, imports: il,
 		Uplink: uplink.New(uplink.Config{
-			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members, Imports: ilink, WritesImports: ilink != nil,
+			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members, Imports: ilink, WritesImports: s.writes, Mesh: s.mcp != nil,
 			MaxMessageBytes: s.cfg.MaxMessageBytes, AckTimeout: s.cfg.AckTimeout,
 			FullAcked: func() {
 				s.ready.Store(true)
@@ -260,6 +277,13 @@ func (s *Spoke) Run(ctx context.Context) error {
 		})
 	})
 	g.Go(func() error { return s.builder.Run(ctx) })
+	if s.mcp != nil {
+		// Only the leader hears from the hubs: a standby's server answers
+		// with nothing once InitialWait is over. istiod's config source
+		// must reach one spoke that does not stand by (the chart allows
+		// --mcp-addr with a single spoke only).
+		g.Go(func() error { return s.mcp.Run(ctx) })
+	}
 	// Only the leader streams to the hub.
 	g.Go(func() error { return s.election.run(ctx, s.hubs.Run) })
 	if s.cfg.DebugAddr != "" {

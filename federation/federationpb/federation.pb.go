@@ -2332,7 +2332,10 @@ type Imports struct {
 	// fields are equal.
 	Imports []*Import `protobuf:"bytes,4,rep,name=imports,proto3" json:"imports,omitempty"`
 	// Keys ("namespace/name") of the imports removed (deltas only).
-	Removed       []string `protobuf:"bytes,5,rep,name=removed,proto3" json:"removed,omitempty"`
+	Removed []string `protobuf:"bytes,5,rep,name=removed,proto3" json:"removed,omitempty"`
+	// The receiving cluster's network, as the hub knows it: an endpoint of
+	// any other network is one of that network's gateways.
+	Network       string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2400,6 +2403,13 @@ func (x *Imports) GetRemoved() []string {
 		return x.Removed
 	}
 	return nil
+}
+
+func (x *Imports) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
 }
 
 // Import is one ServiceImport as the receiving cluster should hold it.
@@ -3060,13 +3070,14 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\anetwork\x18\f \x01(\tR\anetwork\x12\x14\n" +
 	"\x05ready\x18\r \x01(\bR\x05ready\x12\x18\n" +
 	"\aambient\x18\x0e \x01(\bR\aambient\x12\x19\n" +
-	"\bmesh_tls\x18\x0f \x01(\bR\ameshTls\"\xa4\x01\n" +
+	"\bmesh_tls\x18\x0f \x01(\bR\ameshTls\"\xbe\x01\n" +
 	"\aImports\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04full\x18\x02 \x01(\bR\x04full\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12=\n" +
 	"\aimports\x18\x04 \x03(\v2#.meshfed.federation.v1alpha1.ImportR\aimports\x12\x18\n" +
-	"\aremoved\x18\x05 \x03(\tR\aremoved\"\x95\a\n" +
+	"\aremoved\x18\x05 \x03(\tR\aremoved\x12\x18\n" +
+	"\anetwork\x18\x06 \x01(\tR\anetwork\"\x95\a\n" +
 	"\x06Import\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12;\n" +

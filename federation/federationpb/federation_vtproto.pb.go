@@ -1093,6 +1093,9 @@ func (this *Imports) EqualVT(that *Imports) bool {
 			return false
 		}
 	}
+	if this.Network != that.Network {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 

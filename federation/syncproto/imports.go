@@ -63,7 +63,7 @@ func (a *importsAssembler) add(im *federationpb.Imports) (*federationpb.Imports,
 		if !im.GetMore() {
 			return im, nil
 		}
-		a.pending = &federationpb.Imports{Version: im.GetVersion(), Full: im.GetFull()}
+		a.pending = &federationpb.Imports{Version: im.GetVersion(), Full: im.GetFull(), Network: im.GetNetwork()}
 	}
 	a.chunks++
 	if a.chunks > maxImportChunks {

@@ -129,7 +129,11 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 	}
 	f.sent = cur
 	f.version++
-	return Chunk(f.version, full, imports, removed, maxBytes)
+	chunks := Chunk(f.version, full, imports, removed, maxBytes)
+	for _, c := range chunks {
+		c.Network = string(me.Network)
+	}
+	return chunks
 }
 
 // wasSent reports whether the feed sent a service in snapshot s.

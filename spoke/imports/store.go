@@ -16,6 +16,9 @@ import (
 type Set struct {
 	// Hub is the replica the set came from.
 	Hub string
+	// Network is the cluster's network as the hub knows it: an endpoint
+	// of another network is that network's gateway.
+	Network string
 	// Imports are whole: every part the replica sent of one import joined.
 	Imports map[string]*federationpb.Import
 }
@@ -167,7 +170,7 @@ func (l *Link) Received(im *federationpb.Imports) {
 			whole.Sources[i].ViaGateway = whole.Sources[i].ViaGateway || src.GetViaGateway()
 		}
 	}
-	l.published = &Set{Hub: l.hub, Imports: l.imports}
+	l.published = &Set{Hub: l.hub, Network: im.GetNetwork(), Imports: l.imports}
 	l.store.chooseLocked()
 }
 

@@ -33,12 +33,12 @@ const (
 // Entries are the ServiceEntries for one cluster, built from a set of
 // imports.
 type Entries struct {
-	// Cluster is the receiving cluster, whose own endpoints istiod has,
-	// and Network its network: the hub sends an endpoint of another
-	// network only as that network's gateway.
-	Cluster, Network string
+	// Cluster is the receiving cluster, whose own endpoints istiod has.
+	Cluster string
 	// Domain is the receiving cluster's DNS domain (cluster.local).
 	Domain string
+
+	network string // the cluster's, from the set being built
 }
 
 // resource is one MCP resource, encoded, with its name and version.
@@ -52,6 +52,9 @@ func (e Entries) build(set *imports.Set) []resource {
 	if set == nil {
 		return nil
 	}
+	// The hub sends an endpoint of another network than this cluster's
+	// only as one of that network's gateways.
+	e.network = set.Network
 	keys := make([]string, 0, len(set.Imports))
 	for k := range set.Imports {
 		keys = append(keys, k)
@@ -116,7 +119,7 @@ func (e Entries) entry(im *federationpb.Import, host string, withOwn bool) *netw
 			if !ep.GetReady() {
 				continue
 			}
-			gateway := ep.GetNetwork() != "" && ep.GetNetwork() != e.Network
+			gateway := ep.GetNetwork() != "" && ep.GetNetwork() != e.network
 			se.Endpoints = append(se.Endpoints, workloadEntry(src, ep, workloads[ep.GetWorkload().GetUid()], gateway))
 		}
 	}

@@ -143,7 +143,7 @@ func decode(t *testing.T, resp *discovery.DiscoveryResponse) map[string]*network
 
 func TestServesIstiod(t *testing.T) {
 	src := &fakeSource{changed: make(chan struct{})}
-	s, err := New(Config{Addr: "127.0.0.1:0", Entries: Entries{Cluster: "east", Network: "n1", Domain: "cluster.local"}, InitialWait: time.Hour}, src, nil)
+	s, err := New(Config{Addr: "127.0.0.1:0", Entries: Entries{Cluster: "east", Domain: "cluster.local"}, InitialWait: time.Hour}, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestServesIstiod(t *testing.T) {
 		_ = c.stream.Send(&discovery.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()})
 	}
 
-	src.put(&imports.Set{Hub: "hub", Imports: map[string]*federationpb.Import{"demo/echo": echoImport("10.2.0.1")}})
+	src.put(&imports.Set{Hub: "hub", Network: "n1", Imports: map[string]*federationpb.Import{"demo/echo": echoImport("10.2.0.1")}})
 	resp := c.recv(t, ServiceEntryType)
 	entries := decode(t, resp)
 	local, cs := entries["demo/meshfed-echo"], entries["demo/meshfed-echo-clusterset"]
@@ -202,7 +202,7 @@ func TestServesIstiod(t *testing.T) {
 	}
 
 	// A change is a new version, the full state again.
-	src.put(&imports.Set{Hub: "hub", Imports: map[string]*federationpb.Import{"demo/echo": echoImport("10.2.0.2")}})
+	src.put(&imports.Set{Hub: "hub", Network: "n1", Imports: map[string]*federationpb.Import{"demo/echo": echoImport("10.2.0.2")}})
 	next := c.recv(t, ServiceEntryType)
 	if next.GetVersionInfo() == resp.GetVersionInfo() || len(next.GetResources()) != 2 {
 		t.Errorf("after a change: version %q (was %q), %d resources", next.GetVersionInfo(), resp.GetVersionInfo(), len(next.GetResources()))
