@@ -65,7 +65,8 @@ test-assets: ## Build kube-apiserver, etcd and coredns for the tests (once, into
 # .cache/testassets/istiod-VERSION linked from TESTASSETS. Not part of
 # test-assets: cold, it is about 9.5 CPU-minutes more than the other three's
 # 22, so `make test` runs without it and the tests that need it skip;
-# test-istiod builds it and makes them fail rather than skip.
+# test-istiod builds it and makes them fail rather than skip. CI builds it
+# first (test-assets-istiod), so that make test runs them.
 ISTIOD_PKGS := ./internal/istiodtest/...
 
 .PHONY: test-assets-istiod
@@ -73,8 +74,9 @@ test-assets-istiod: ## Build the test assets and istiod (pilot-discovery) too (o
 	@hack/testassets/build.sh --istiod $(TESTASSETS)
 
 .PHONY: test-istiod
-test-istiod: test-assets-istiod ## Run the tests against a real istiod (ISTIOD_PKGS), which never skip here.
+test-istiod: test-assets-istiod ## Run the tests against a real istiod (ISTIOD_PKGS, and e2e's TestIstiod*), which never skip here.
 	$(GO) test $(TESTFLAGS) $(ISTIOD_PKGS)
+	$(GO) test $(TESTFLAGS) -run '^TestIstiod' ./e2e/
 
 test test-e2e test-istiod bench-e2e chaos: export KUBEBUILDER_ASSETS := $(TESTASSETS)
 test-istiod: export MESHFED_REQUIRE_ISTIOD := 1
