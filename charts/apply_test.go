@@ -98,6 +98,7 @@ func TestChartsOnAPIServer(t *testing.T) {
 		{"hub-monitoring", "meshfed-hub"},
 		{"spoke-podmonitor", "meshfed-spoke"},
 		{"spoke-hub-list", "meshfed-spoke"},
+		{"spoke-mcp", "meshfed-spoke"},
 		{"spoke", "meshfed-spoke"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -77,6 +77,8 @@ func TestCharts(t *testing.T) {
 		{name: "spoke-replicas", chart: "meshfed-spoke", check: checkSpokeReplicas},
 		{name: "spoke", chart: "meshfed-spoke", check: checkSpoke},
 		{name: "spoke-hub-list", chart: "meshfed-spoke", check: checkSpokeHubList},
+		{name: "spoke-mcp", chart: "meshfed-spoke", check: checkSpokeMCP},
+		{name: "spoke-bad-mcp-replicas", chart: "meshfed-spoke", wantErr: "mcp.enabled needs a single spoke pod"},
 		{
 			name: "spoke-bad-hub-list", chart: "meshfed-spoke",
 			wantErr: `"hub-b.example.com" is not host:port`,
@@ -996,5 +998,37 @@ func checkPodMonitor(t *testing.T, r rendered) {
 		if template.Labels[k] != v {
 			t.Errorf("the PodMonitor selects %s=%s, which the pods do not carry", k, v)
 		}
+	}
+}
+
+// checkSpokeMCP: the spoke serves istiod on the MCP port, behind a Service
+// of its own, which the NetworkPolicy opens to istio-system alone.
+func checkSpokeMCP(t *testing.T, r rendered) {
+	t.Helper()
+	_, _, template := r.workload(t)
+	c := template.Spec.Containers[0]
+	if !slices.Contains(c.Args, "--mcp-addr=:15011") || !slices.Contains(c.Args, "--mcp-initial-wait=30s") {
+		t.Errorf("args %v, want --mcp-addr=:15011 and --mcp-initial-wait=30s", c.Args)
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "grpc-mcp" && p.ContainerPort == 15011 }) {
+		t.Errorf("container ports %v lack grpc-mcp 15011", c.Ports)
+	}
+	var svc *corev1.Service
+	for i := range r.services {
+		if strings.HasSuffix(r.services[i].Name, "-mcp") {
+			svc = &r.services[i]
+		}
+	}
+	if svc == nil || svc.Spec.Ports[0].Port != 15011 || svc.Spec.Ports[0].TargetPort.StrVal != "grpc-mcp" {
+		t.Fatalf("the MCP Service: %+v", svc)
+	}
+	for k, v := range svc.Spec.Selector {
+		if template.Labels[k] != v {
+			t.Errorf("the MCP Service selects %s=%s, which the pods do not carry", k, v)
+		}
+	}
+	if len(r.netpols) != 1 || len(r.netpols[0].Spec.Ingress) != 1 ||
+		r.netpols[0].Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "istio-system" {
+		t.Errorf("NetworkPolicy %+v, want the MCP port open to istio-system", r.netpols)
 	}
 }

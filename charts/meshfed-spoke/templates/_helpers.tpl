@@ -112,5 +112,8 @@ kind DaemonSet, or a Deployment of more than one replica; else "".
 {{- if not (has .Values.kind (list "Deployment" "DaemonSet")) }}
 {{- fail (printf "kind %q: want \"Deployment\" or \"DaemonSet\"" (toString .Values.kind)) }}
 {{- end }}
-{{- if or (eq .Values.kind "DaemonSet") (gt (int .Values.replicaCount) 1) }}true{{ end }}
+{{- if or (eq .Values.kind "DaemonSet") (gt (int .Values.replicaCount) 1) }}
+{{- if .Values.mcp.enabled }}
+{{- fail "mcp.enabled needs a single spoke pod (kind Deployment, replicaCount 1): only the leader of several hears from the hub, and istiod could reach a standby" }}
+{{- end }}true{{ end }}
 {{- end }}
