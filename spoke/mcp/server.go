@@ -12,10 +12,10 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshfed/meshfed/spoke/imports"
@@ -42,8 +42,14 @@ type Source interface {
 
 var _ Source = (*imports.Store)(nil)
 
-// Server serves istiod over MCP-over-xDS.
+// Server serves istiod over MCP-over-xDS. It implements the one
+// state-of-the-world ADS stream istiod opens itself rather than with
+// go-control-plane's server, which would link every xDS service and
+// Envoy's whole config API into the spoke (5 MB of its 35) for one
+// type that is not Envoy's.
 type Server struct {
+	discovery.UnimplementedAggregatedDiscoveryServiceServer
+
 	cfg Config
 	src Source
 	log *slog.Logger
@@ -53,14 +59,10 @@ type Server struct {
 	// ready: ServiceEntries are answered (a set arrived, or the initial
 	// wait is over).
 	ready   bool
-	entries []resource
+	entries []*anypb.Any
 	version string
-	watches map[*watch]struct{}
-}
-
-type watch struct {
-	req *cache.Request
-	ch  chan cache.Response
+	// changed is closed, and replaced, when the entries change.
+	changed chan struct{}
 }
 
 // New returns a server listening on cfg.Addr.
@@ -72,7 +74,7 @@ func New(cfg Config, src Source, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--mcp-addr: %w", err)
 	}
-	return &Server{cfg: cfg, src: src, log: log, lis: lis, watches: map[*watch]struct{}{}, version: versionOf(nil)}, nil
+	return &Server{cfg: cfg, src: src, log: log, lis: lis, version: versionOf(nil), changed: make(chan struct{})}, nil
 }
 
 // Addr is the bound address.
@@ -84,8 +86,7 @@ func (s *Server) Run(ctx context.Context) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WaitForHandlers(true),
 	)
-	srv := gcpserver.NewServer(ctx, s, nil)
-	discovery.RegisterAggregatedDiscoveryServiceServer(g, srv)
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, s)
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(s.lis) }()
 	s.log.Info("serving istiod the clusterset's services (MCP over xDS)", "addr", s.Addr().String())
@@ -116,8 +117,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// update rebuilds the entries from a set and answers the watches that
-// wait for a change.
+// update rebuilds the entries from a set and wakes the streams.
 func (s *Server) update(set *imports.Set) {
 	entries := s.cfg.Entries.build(set)
 	version := versionOf(entries)
@@ -126,13 +126,24 @@ func (s *Server) update(set *imports.Set) {
 	if s.ready && version == s.version {
 		return
 	}
-	s.ready, s.entries, s.version = true, entries, version
-	for w := range s.watches {
-		if w.req.GetTypeUrl() == ServiceEntryType && w.req.GetVersionInfo() != version {
-			delete(s.watches, w)
-			w.ch <- s.responseLocked(w.req)
-		}
+	s.ready, s.version = true, version
+	s.entries = make([]*anypb.Any, len(entries))
+	for i, r := range entries {
+		s.entries[i] = r.any
 	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// state is what a stream answers with now: the ServiceEntries' version
+// ("" while not ready) and the channel closed on their next change.
+func (s *Server) state() (string, []*anypb.Any, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ready {
+		return "", nil, s.changed
+	}
+	return s.version, s.entries, s.changed
 }
 
 // versionOf is a type's version: a hash of its resources' names and
@@ -151,56 +162,85 @@ func versionOf(entries []resource) string {
 // emptyVersion is the version of every type meshfed serves nothing of.
 const emptyVersion = "empty"
 
-// CreateWatch implements cache.ConfigWatcher: ServiceEntries are answered
-// once ready and whenever they change; every other type at once, empty,
-// and never again.
-func (s *Server) CreateWatch(req *cache.Request, _ cache.Subscription, ch chan cache.Response) (func(), error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if req.GetTypeUrl() != ServiceEntryType {
-		if req.GetVersionInfo() != emptyVersion {
-			ch <- s.responseLocked(req)
+// subscription is a stream's state of one type: the nonce and version it
+// was last sent (or, before that, the version it said it had).
+type subscription struct {
+	nonce   string
+	version string
+}
+
+// StreamAggregatedResources serves one istiod: ServiceEntries once ready
+// and whenever they change; every other type at once, empty, and never
+// again. Each response is the full state of its type, echoes the type URL
+// istiod asked with, and carries the resources as built (Anys of
+// istio.mcp.v1alpha1.Resource).
+func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	ctx := stream.Context()
+	reqs := make(chan *discovery.DiscoveryRequest)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
 		}
-		return func() {}, nil
-	}
-	if s.ready && req.GetVersionInfo() != s.version {
-		ch <- s.responseLocked(req)
-		return func() {}, nil
-	}
-	w := &watch{req: req, ch: ch}
-	s.watches[w] = struct{}{}
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.watches, w)
-	}, nil
-}
+	}()
 
-// responseLocked is the full state of a request's type. The response
-// echoes the type URL istiod asked with, and carries the resources as
-// built (Anys of istio.mcp.v1alpha1.Resource): a passthrough response, so
-// that nothing re-stamps them with the request's type. Callers hold s.mu.
-func (s *Server) responseLocked(req *cache.Request) cache.Response {
-	resp := &discovery.DiscoveryResponse{TypeUrl: req.GetTypeUrl(), VersionInfo: emptyVersion}
-	if req.GetTypeUrl() == ServiceEntryType {
-		resp.VersionInfo = s.version
-		resp.Resources = make([]*anypb.Any, len(s.entries))
-		for i, r := range s.entries {
-			resp.Resources[i] = r.any
+	subs := map[string]*subscription{}
+	nonces := 0
+	for {
+		version, entries, changed := s.state()
+		for typ, sub := range subs {
+			resp := &discovery.DiscoveryResponse{TypeUrl: typ, VersionInfo: emptyVersion}
+			if typ == ServiceEntryType {
+				if version == "" {
+					continue
+				}
+				resp.VersionInfo, resp.Resources = version, entries
+			}
+			if sub.version == resp.GetVersionInfo() {
+				continue
+			}
+			nonces++
+			resp.Nonce = strconv.Itoa(nonces)
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+			sub.nonce, sub.version = resp.GetNonce(), resp.GetVersionInfo()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-recvErr:
+			if status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		case <-changed:
+		case req := <-reqs:
+			typ := req.GetTypeUrl()
+			sub, ok := subs[typ]
+			switch {
+			case typ == "":
+				return status.Error(codes.InvalidArgument, "a request without a type URL (only ADS with one type per request is served)")
+			case !ok:
+				// istiod's first requests carry a nonce of their own; only
+				// the version it has matters.
+				subs[typ] = &subscription{version: req.GetVersionInfo()}
+			case req.GetResponseNonce() != sub.nonce:
+				// Answers a response superseded since: the next request
+				// answers the newer one.
+			case req.GetErrorDetail() != nil:
+				s.log.Warn("istiod rejected the clusterset's services", "type", typ, "version", sub.version,
+					"node", req.GetNode().GetId(), "error", req.GetErrorDetail().GetMessage())
+			}
 		}
 	}
-	return &cache.PassthroughResponse{Request: req, DiscoveryResponse: resp}
 }
-
-// CreateDeltaWatch implements cache.ConfigWatcher: istiod's config source
-// speaks state of the world only.
-func (s *Server) CreateDeltaWatch(*cache.DeltaRequest, cache.Subscription, chan cache.DeltaResponse) (func(), error) {
-	return nil, errors.New("the MCP server serves state-of-the-world ADS only")
-}
-
-// Fetch implements cache.ConfigFetcher; REST polling is not served.
-func (s *Server) Fetch(context.Context, *cache.Request) (cache.Response, error) {
-	return nil, errors.New("xDS over REST is not served")
-}
-
-var _ cache.Cache = (*Server)(nil)

@@ -11,6 +11,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/credentials/insecure"
 	mcpv1alpha1 "istio.io/api/mcp/v1alpha1"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
@@ -209,6 +210,24 @@ func TestServesIstiod(t *testing.T) {
 	}
 	if got := decode(t, next)["demo/meshfed-echo"].GetEndpoints()[0].GetAddress(); got != "10.2.0.2" {
 		t.Errorf("west's endpoint %s after the change", got)
+	}
+
+	// A rejected version is not sent again: the next response is the next
+	// change.
+	src.put(&imports.Set{Hub: "hub", Network: "n1", Imports: map[string]*federationpb.Import{"demo/echo": echoImport("10.2.0.3")}})
+	rejected, err := c.stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.stream.Send(&discovery.DiscoveryRequest{
+		TypeUrl: rejected.GetTypeUrl(), VersionInfo: next.GetVersionInfo(), ResponseNonce: rejected.GetNonce(),
+		ErrorDetail: &status.Status{Message: "rejected"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	src.put(&imports.Set{Hub: "hub", Network: "n1", Imports: map[string]*federationpb.Import{"demo/echo": echoImport("10.2.0.4")}})
+	if got := decode(t, c.recv(t, ServiceEntryType))["demo/meshfed-echo"].GetEndpoints()[0].GetAddress(); got != "10.2.0.4" {
+		t.Errorf("after a NACK: west's endpoint %s, want the next change's 10.2.0.4", got)
 	}
 }
 
