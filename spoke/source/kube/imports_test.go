@@ -19,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -321,6 +322,10 @@ func TestImportsWritten(t *testing.T) {
 	if diff := cmp.Diff([]mcsv1beta1.ClusterStatus{{Cluster: "north"}, {Cluster: "west"}}, si.Status.Clusters); diff != "" {
 		t.Errorf("demo/echo status.clusters (-want +got):\n%s", diff)
 	}
+	if ready := meta.FindStatusCondition(si.Status.Conditions, "Ready"); ready == nil || ready.Status != metav1.ConditionTrue ||
+		ready.Reason != "Ready" || ready.ObservedGeneration != si.Generation || ready.LastTransitionTime.IsZero() {
+		t.Errorf("demo/echo Ready condition %+v, want True for generation %d", ready, si.Generation)
+	}
 	// CoreDNS reads v1alpha1: the same object, served at both versions.
 	alpha, err := c.MCS.MulticlusterV1alpha1().ServiceImports("demo").Get(t.Context(), "echo", metav1.GetOptions{})
 	must(t, err)
@@ -407,10 +412,19 @@ func TestImportsWritten(t *testing.T) {
 	smaller.Sources[0].Endpoints = smaller.Sources[0].Endpoints[:10]
 	smaller.Clusters = []string{"west"}
 	smaller.Sources = smaller.Sources[:1]
+	// and the hub's IPv6 clusterset CIDR exhausted: the import is not Ready.
+	smaller.Ips = smaller.Ips[:1]
+	smaller.IpError = "clusterset CIDR fd00:96::/120 is exhausted"
 	r.send(smaller, dbImport("demo"), echoImport("later"))
 	poll(t, "demo/echo shrunk", func() bool {
 		si, _ := serviceImport(t, c, "demo", "echo")
 		return len(importSlices(t, c, "demo", "echo")) == 1 && len(si.Status.Clusters) == 1
+	})
+	poll(t, "demo/echo not Ready", func() bool {
+		si, _ := serviceImport(t, c, "demo", "echo")
+		ready := meta.FindStatusCondition(si.Status.Conditions, "Ready")
+		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == importwriter.ReasonClusterSetIPExhausted &&
+			ready.Message == smaller.IpError && ready.ObservedGeneration == si.Generation
 	})
 
 	// An import that leaves the set goes, with its slices.

@@ -7,10 +7,10 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-// The informers' transforms keep what the writer compares and what a
-// PUT must carry back (labels, annotations, finalizers and owners others
-// set, other controllers' status conditions); managedFields and the rest
-// go.
+// The informers' transforms keep what the writer compares (with the
+// generation its conditions observe) and what a PUT must carry back
+// (labels, annotations, finalizers and owners others set, other
+// controllers' status conditions); managedFields and the rest go.
 
 func transformImport(obj any) (any, error) {
 	in, ok := obj.(*mcsv1beta1.ServiceImport)
@@ -19,7 +19,7 @@ func transformImport(obj any) (any, error) {
 	}
 	return &mcsv1beta1.ServiceImport{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: in.Namespace, Name: in.Name, UID: in.UID, ResourceVersion: in.ResourceVersion,
+			Namespace: in.Namespace, Name: in.Name, UID: in.UID, ResourceVersion: in.ResourceVersion, Generation: in.Generation,
 			DeletionTimestamp: in.DeletionTimestamp, Labels: in.Labels, Annotations: in.Annotations,
 			Finalizers: in.Finalizers, OwnerReferences: in.OwnerReferences,
 		},

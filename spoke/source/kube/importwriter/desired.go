@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -108,7 +109,36 @@ func desiredImport(im *federationpb.Import) *mcsv1beta1.ServiceImport {
 		si.Status.Clusters = append(si.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: c})
 	}
 	slices.SortFunc(si.Status.Clusters, func(a, b mcsv1beta1.ClusterStatus) int { return strings.Compare(a.Cluster, b.Cluster) })
+	si.Status.Conditions = []metav1.Condition{readyCondition(im)}
 	return si
+}
+
+// ReasonClusterSetIPExhausted is the Ready condition's reason when the
+// hub's clusterset CIDR of a family the import needs has no address left.
+const ReasonClusterSetIPExhausted = "ClusterSetIPExhausted"
+
+// readyCondition is the import's Ready condition: false, saying why, while
+// it lacks a ClusterSetIP of a family it needs (the hub has no clusterset
+// CIDR of that family, or that CIDR is exhausted). Its transition time is
+// set when written.
+func readyCondition(im *federationpb.Import) metav1.Condition {
+	c := metav1.Condition{
+		Type:    string(mcsv1beta1.ServiceImportConditionReady),
+		Status:  metav1.ConditionTrue,
+		Reason:  string(mcsv1beta1.ServiceImportReasonReady),
+		Message: "the import has a ClusterSetIP of every IP family it needs",
+	}
+	if im.GetType() == federationpb.ImportType_IMPORT_TYPE_HEADLESS {
+		c.Message = "the import is headless: its name resolves to the exporting clusters' endpoints"
+	}
+	if msg := im.GetIpError(); msg != "" {
+		c.Status, c.Message = metav1.ConditionFalse, msg
+		c.Reason = string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported)
+		if strings.Contains(msg, "exhausted") {
+			c.Reason = ReasonClusterSetIPExhausted
+		}
+	}
+	return c
 }
 
 func keyValues(kvs []*federationpb.KeyValue) map[string]string {
@@ -221,9 +251,19 @@ func timeout(c *corev1.SessionAffinityConfig) int32 {
 	return *c.ClientIP.TimeoutSeconds
 }
 
-// clustersChanged reports whether status.clusters differ.
-func clustersChanged(cur, want *mcsv1beta1.ServiceImport) bool {
-	return !slices.Equal(cur.Status.Clusters, want.Status.Clusters)
+// statusChanged reports whether status.clusters differ, or (with
+// conditions) the Ready condition does, or was written for an older
+// generation.
+func statusChanged(cur, want *mcsv1beta1.ServiceImport, conditions bool) bool {
+	if !slices.Equal(cur.Status.Clusters, want.Status.Clusters) {
+		return true
+	}
+	if !conditions {
+		return false
+	}
+	w := meta.FindStatusCondition(want.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady))
+	c := meta.FindStatusCondition(cur.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady))
+	return c == nil || c.Status != w.Status || c.Reason != w.Reason || c.Message != w.Message || c.ObservedGeneration != cur.Generation
 }
 
 // sliceGroup is the endpoints of one slice family and port set of one

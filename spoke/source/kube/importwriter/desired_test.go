@@ -59,12 +59,17 @@ func TestDesiredImportCopiesEveryField(t *testing.T) {
 			InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
 			TrafficDistribution:   ptr.To("PreferClose"),
 		},
-		Status: mcsv1beta1.ServiceImportStatus{Clusters: []mcsv1beta1.ClusterStatus{{Cluster: "east"}, {Cluster: "west"}}},
+		Status: mcsv1beta1.ServiceImportStatus{
+			Clusters: []mcsv1beta1.ClusterStatus{{Cluster: "east"}, {Cluster: "west"}},
+			Conditions: []metav1.Condition{{
+				Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "the import has a ClusterSetIP of every IP family it needs",
+			}},
+		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("desiredImport (-want +got):\n%s", diff)
 	}
-	if importChanged(got, want) || clustersChanged(got, want) {
+	if importChanged(got, want) || statusChanged(got, want, true) {
 		t.Error("an import compares unequal to itself")
 	}
 	other := want.DeepCopy()
@@ -221,5 +226,40 @@ func TestSliceNamesDistinct(t *testing.T) {
 	b := sliceName("a", "b-c", discoveryv1.AddressTypeIPv4, "", 0)
 	if a == b {
 		t.Errorf("service a-b of c and service a of b-c share slice name %s", a)
+	}
+}
+
+// The Ready condition says why an import lacks a ClusterSetIP, in the
+// reasons of the MCS API where it has one.
+func TestReadyCondition(t *testing.T) {
+	for _, tc := range []struct {
+		im             *federationpb.Import
+		status, reason string
+	}{
+		{&federationpb.Import{Ips: []string{"240.242.0.1"}}, "True", "Ready"},
+		{&federationpb.Import{Type: federationpb.ImportType_IMPORT_TYPE_HEADLESS}, "True", "Ready"},
+		{&federationpb.Import{IpError: "no clusterset CIDR of family IPv6"}, "False", "IPFamilyNotSupported"},
+		{&federationpb.Import{IpError: "clusterset CIDR 240.242.0.0/16 is exhausted"}, "False", ReasonClusterSetIPExhausted},
+	} {
+		c := readyCondition(tc.im)
+		if c.Type != "Ready" || string(c.Status) != tc.status || c.Reason != tc.reason || c.Message == "" {
+			t.Errorf("%v: %+v, want %s %s", tc.im, c, tc.status, tc.reason)
+		}
+		if tc.im.GetIpError() != "" && c.Message != tc.im.GetIpError() {
+			t.Errorf("%v: message %q, want the hub's", tc.im, c.Message)
+		}
+	}
+
+	// Against an API server that prunes conditions, only the clusters count.
+	want := desiredImport(&federationpb.Import{Namespace: "demo", Name: "echo", Clusters: []string{"west"}})
+	pruned := want.DeepCopy()
+	pruned.Status.Conditions = nil
+	if !statusChanged(pruned, want, true) || statusChanged(pruned, want, false) {
+		t.Error("a status without conditions: changed unless conditions are pruned")
+	}
+	stale := want.DeepCopy()
+	stale.Generation = 2
+	if !statusChanged(stale, want, true) {
+		t.Error("a Ready condition of an older generation compares equal")
 	}
 }

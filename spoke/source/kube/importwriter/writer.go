@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -105,6 +106,9 @@ type Writer struct {
 	// cur is the set the workers write, with its keys by namespace; nil
 	// until the store has one.
 	cur atomic.Pointer[setIndex]
+	// conditionsPruned: the API server drops ServiceImport status
+	// conditions (an old CRD), so they are not compared.
+	conditionsPruned atomic.Bool
 
 	mu sync.Mutex
 	// notOurs are the imports whose ServiceImport or a slice name is
@@ -390,13 +394,23 @@ func (w *Writer) writeImport(ctx context.Context, key string, im *federationpb.I
 		}
 		cur = updated
 	}
-	if clustersChanged(cur, want) {
+	if statusChanged(cur, want, !w.conditionsPruned.Load()) {
 		upd := cur.DeepCopy()
 		upd.Status.Clusters = want.Status.Clusters
+		ready := want.Status.Conditions[0]
+		ready.ObservedGeneration = cur.Generation
+		meta.SetStatusCondition(&upd.Status.Conditions, ready)
 		updated, err := api.UpdateStatus(ctx, upd)
 		w.metrics.write("ServiceImport", "update_status", err)
 		if err != nil {
 			return nil, fmt.Errorf("service import %s: update status: %w", key, err)
+		}
+		// A ServiceImport CRD older than status conditions prunes them:
+		// then only the clusters are kept current, rather than rewriting
+		// every import's status on every reconcile.
+		if meta.FindStatusCondition(updated.Status.Conditions, ready.Type) == nil && !w.conditionsPruned.Swap(true) {
+			w.log.Warn("the ServiceImport CRD drops status conditions: imports will show no Ready condition (install the CRD the spoke chart ships)",
+				"import", key)
 		}
 		cur = updated
 	}
