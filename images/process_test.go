@@ -46,7 +46,7 @@ func runBinaries(t *testing.T, hubRoot, spokeRoot string) {
 		if err := cmd.Run(); err != nil {
 			t.Errorf("meshfed-spoke %q: %v", args, err)
 		}
-		if !strings.Contains(stderr.String(), "Usage of meshfed-spoke") || !strings.Contains(stderr.String(), "-cluster-id") {
+		if !strings.Contains(stderr.String(), "Usage:\n  meshfed-spoke [flags]") || !strings.Contains(stderr.String(), "--cluster-id") {
 			t.Errorf("meshfed-spoke %q printed no usage:\n%s", args, stderr.String())
 		}
 	}

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds the kube-apiserver and etcd binaries that internal/kubetest runs
-# (through controller-runtime's envtest), and the coredns that
+# (through controller-runtime's envtest), the kubectl of the same version
+# that the operator guide's commands are run with, and the coredns that
 # internal/dnstest runs, from the Go module proxy, into DIR; with --istiod,
 # also the istiod (pilot-discovery) that internal/istiodtest runs. Does
 # nothing when all of them are already there. Called by `make test-assets`
 # and `make test-assets-istiod`.
 #
-# Each binary has its own module here (kube-apiserver/, etcd/, coredns/,
-# istiod/) so that neither k8s.io/kubernetes nor etcd's server nor CoreDNS
+# Each binary has its own module here (kube-apiserver/, which builds
+# kubectl too, etcd/, coredns/, istiod/) so that neither k8s.io/kubernetes nor etcd's server nor CoreDNS
 # nor istio.io/istio's graph enters the main module's, and so that none
 # moves another's dependency versions.
 #
@@ -43,7 +44,7 @@ istiod_link=../istiod-${istiod#v}/pilot-discovery
 have_coredns() { [[ -x $dir/coredns && $(readlink "$dir/coredns") == "$coredns_link" ]]; }
 have_istiod() { ((!want_istiod)) || [[ -x $dir/pilot-discovery && $(readlink "$dir/pilot-discovery") == "$istiod_link" ]]; }
 have() {
-  [[ -x $dir/kube-apiserver && -x $dir/etcd ]] && have_coredns && have_istiod
+  [[ -x $dir/kube-apiserver && -x $dir/kubectl && -x $dir/etcd ]] && have_coredns && have_istiod
 }
 have && exit 0
 
@@ -124,16 +125,19 @@ if ! have_istiod; then
   pids+=($!)
 fi
 failed=0
-if [[ ! -x $dir/kube-apiserver ]]; then
-  minor=${k8s#v1.}
-  minor=${minor%%.*}
-  build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$dir" kube-apiserver -ldflags="-s -w \
+# kube-apiserver, then kubectl: one module, so the second reuses the
+# first's compiled packages.
+minor=${k8s#v1.}
+minor=${minor%%.*}
+for bin in kube-apiserver kubectl; do
+  [[ ! -x $dir/$bin ]] || continue
+  build kube-apiserver "k8s.io/kubernetes/cmd/$bin" "$dir" "$bin" -ldflags="-s -w \
     -X k8s.io/component-base/version.gitVersion=$k8s \
     -X k8s.io/component-base/version.gitMajor=1 \
     -X k8s.io/component-base/version.gitMinor=$minor \
     -X k8s.io/component-base/version.gitTreeState=clean" || failed=1
-  built+=("kube-apiserver $k8s")
-fi
+  built+=("$bin $k8s")
+done
 for pid in "${pids[@]}"; do
   wait "$pid" || failed=1
 done
