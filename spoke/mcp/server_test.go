@@ -142,21 +142,28 @@ func decode(t *testing.T, resp *discovery.DiscoveryResponse) map[string]*network
 	return out
 }
 
-func TestServesIstiod(t *testing.T) {
+// serve runs a server for east until the test ends.
+func serve(t *testing.T, initialWait time.Duration) (*Server, *fakeSource) {
+	t.Helper()
 	src := &fakeSource{changed: make(chan struct{})}
-	s, err := New(Config{Addr: "127.0.0.1:0", Entries: Entries{Cluster: "east", Domain: "cluster.local"}, InitialWait: time.Hour}, src, nil)
+	s, err := New(Config{Addr: "127.0.0.1:0", Entries: Entries{Cluster: "east", Domain: "cluster.local"}, InitialWait: initialWait}, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
-	}()
+	})
+	return s, src
+}
+
+func TestServesIstiod(t *testing.T) {
+	s, src := serve(t, time.Hour)
 	c := dial(t, s.Addr().String())
 
 	// Every type but ServiceEntry is answered at once, empty, echoing the
@@ -234,20 +241,7 @@ func TestServesIstiod(t *testing.T) {
 // TestInitialWait: with no hub, ServiceEntries are answered empty once the
 // initial wait is over, so that istiod can become ready.
 func TestInitialWait(t *testing.T) {
-	src := &fakeSource{changed: make(chan struct{})}
-	s, err := New(Config{Addr: "127.0.0.1:0", Entries: Entries{Cluster: "east", Domain: "cluster.local"}, InitialWait: 50 * time.Millisecond}, src, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	s, _ := serve(t, 50*time.Millisecond)
 	c := dial(t, s.Addr().String())
 	if resp := c.recv(t, ServiceEntryType); len(resp.GetResources()) != 0 {
 		t.Errorf("%d entries without a hub", len(resp.GetResources()))
