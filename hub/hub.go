@@ -344,7 +344,8 @@ func (h *Hub) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	h.serving.Store(true)
 	g.Go(func() error {
-		if err := h.grpc.Serve(h.fedLis); err != nil {
+		// Stopped before it began to serve: a hub asked to stop at once.
+		if err := h.grpc.Serve(h.fedLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("federation server: %w", err)
 		}
 		return nil

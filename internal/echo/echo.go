@@ -2,6 +2,7 @@ package echo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 
@@ -54,7 +55,11 @@ func Serve(ctx context.Context, lis net.Listener, cluster string) error {
 	}
 	healthSrv.Shutdown()
 	srv.GracefulStop()
-	return <-served // nil once stopped
+	// nil once stopped; ErrServerStopped when stopped before it served.
+	if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
 }
 
 // endingStream is a server stream whose context also ends when the server
