@@ -182,6 +182,13 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	r.logf("%d spokes synced %d endpoints in %.2fs; hub heap %.1f MiB", r.w.clusters, r.w.clusters*r.w.endpoints,
 		r.res.SpokeSyncSeconds, synced.heap/mib)
+	if dir := r.cfg.ProfileDir; dir != "" {
+		path := filepath.Join(dir, r.server+"-heap-synced.pprof")
+		if err := r.hub.saveProfile(ctx, "heap", path); err != nil {
+			return nil, fmt.Errorf("heap profile: %w", err)
+		}
+		r.logf("heap profile with every spoke synced, before any client: %s", path)
+	}
 
 	// Clients: gRPC and Envoy first, then ztunnels, so that the hub's heap
 	// per client of each sort shows.

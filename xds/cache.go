@@ -14,8 +14,13 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshfed/meshfed/internal/grpccodec"
 
 	"github.com/meshfed/meshfed/xds/translate"
 )
@@ -45,6 +50,62 @@ type set struct {
 	// revision gets the same first response (100,000 addresses sorted once,
 	// not once per ztunnel).
 	sorted []*entry
+	// full is the encoded first response of a wildcard delta client at
+	// revision fullRev: built once per revision, whatever the number of
+	// ztunnels that connect.
+	full    *encodedResponse
+	fullRev uint64
+
+	// What a wildcard delta client synced at a revision lacks is what
+	// changed after it: revs is the revision each entry last changed at,
+	// and removed the revision each name left the set at, for the latest
+	// removals (tombstones, in order). A client synced before floor
+	// cannot be compared: removals it missed were forgotten. The set
+	// holds this once, so that a client costs its stream a revision, not
+	// a copy of the versions of everything it holds.
+	revs       map[string]uint64
+	removed    map[string]uint64
+	tombstones []tombstone
+	floor      uint64
+}
+
+// tombstone is a name removed from a set at a revision.
+type tombstone struct {
+	name string
+	rev  uint64
+}
+
+// minTombstones is the fewest removals a set remembers; it remembers as
+// many as it has entries beyond that.
+const minTombstones = 1024
+
+func newSet() *set {
+	return &set{entries: map[string]*entry{}, revs: map[string]uint64{}, removed: map[string]uint64{}}
+}
+
+// put records an entry changed (or added) by the revision being made.
+func (s *set) put(e *entry) {
+	s.entries[e.Name] = e
+	s.revs[e.Name] = s.rev + 1
+	delete(s.removed, e.Name)
+}
+
+// remove records a name removed by the revision being made, and forgets
+// the oldest removals beyond what the set remembers.
+func (s *set) remove(name string) {
+	delete(s.entries, name)
+	delete(s.revs, name)
+	s.removed[name] = s.rev + 1
+	s.tombstones = append(s.tombstones, tombstone{name, s.rev + 1})
+	for len(s.tombstones) > max(minTombstones, len(s.entries)) {
+		t := s.tombstones[0]
+		s.tombstones[0] = tombstone{}
+		s.tombstones = s.tombstones[1:]
+		if s.removed[t.name] == t.rev {
+			delete(s.removed, t.name)
+		}
+		s.floor = t.rev
+	}
 }
 
 // setChange is the names one revision of a set changed, the set's version
@@ -65,7 +126,7 @@ const maxRecent = 64
 // version, carrying a change observed at observed.
 func (s *set) changed(names []string, version string, observed time.Time) {
 	s.rev++
-	s.sorted = nil
+	s.sorted, s.full = nil, nil
 	s.version = version
 	if len(s.recent) == maxRecent {
 		s.recent = append(s.recent[:0], s.recent[1:]...)
@@ -107,6 +168,9 @@ func (s *set) byName() []*entry {
 func (s *set) changedSince(rev uint64) ([]string, bool) {
 	if len(s.recent) == 0 || s.recent[0].rev > rev+1 {
 		return nil, false
+	}
+	if last := s.recent[len(s.recent)-1]; last.rev == rev+1 {
+		return last.names, true // one revision: its names have no duplicates
 	}
 	seen := map[string]bool{}
 	var out []string
@@ -201,7 +265,7 @@ func (c *Cache) ApplyObserved(u translate.SetUpdate, observed time.Time) bool {
 	s := c.sets[k]
 	created := s == nil
 	if created {
-		s = &set{entries: map[string]*entry{}}
+		s = newSet()
 		c.sets[k] = s
 	}
 	var changed []string
@@ -214,13 +278,13 @@ func (c *Cache) ApplyObserved(u translate.SetUpdate, observed time.Time) bool {
 			s.sum ^= entryHash(old)
 		}
 		s.sum ^= entryHash(e)
-		s.entries[e.Name] = e
+		s.put(e)
 		changed = append(changed, e.Name)
 	}
 	for _, name := range removals {
 		if old, ok := s.entries[name]; ok {
 			s.sum ^= entryHash(old)
-			delete(s.entries, name)
+			s.remove(name)
 			changed = append(changed, name)
 		}
 	}
@@ -312,15 +376,10 @@ func (c *Cache) notifyLocked(k setKey, s *set, changed []string, all bool) {
 		}
 	}
 	if ws := c.delta[k]; ws != nil {
-		var names []string // nil: a new set, compared in full
-		if !all {
-			names = changed
-		}
 		for _, w := range ws.affected(changed, all) {
-			if resp := deltaResponse(w, s, false, names); resp != nil {
+			if resp := deltaResponse(w, s, false); resp != nil {
 				ws.remove(w)
 				w.ch <- resp // never blocks: one response per watch, buffered per type
-				s.markSynced(w)
 			}
 		}
 	}
@@ -448,9 +507,9 @@ func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 
 // deltaResponse returns the changes a delta watch needs, or nil when there
 // are none (and the watch need not be answered anyway).
-func deltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaResp {
+func deltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
 	if w.sub.wildcard {
-		return wildcardDeltaResponse(w, s, always, changed)
+		return wildcardDeltaResponse(w, s, always)
 	}
 	returned := w.sub.versions
 	next := make(map[string]string, len(returned))
@@ -468,81 +527,114 @@ func deltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaR
 	return r.finish(next, always)
 }
 
+// errFellBehind ends the stream of a wildcard client that cannot be
+// compared with its set: it reconnects, and its initial resource versions
+// say what it holds.
+var errFellBehind = status.Error(codes.Unavailable, "the client fell further behind than the server remembers; reconnect")
+
 // wildcardDeltaResponse answers a wildcard watch (a ztunnel holds every
-// address of its network). It looks only at the changed names when it is
-// told them, and it updates the subscription's versions in place rather
-// than copying them (see subscription): with 50,000 addresses and hundreds
-// of ztunnels, a scan and a copy per client per change would be most of a
-// push.
-func wildcardDeltaResponse(w *deltaWatch, s *set, always bool, changed []string) *deltaResp {
+// address of its network). A client that said what it holds (its first
+// request, with or without initial resource versions) is compared with
+// every entry; after that it is known by the set revision it has, and
+// gets what changed since. It is then marked as holding the set's
+// revision: the cache answers under its lock, and the stream reads the
+// subscription again only after the response.
+func wildcardDeltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
+	sub := w.sub
+	var r *deltaResp
+	switch {
+	case sub.versions != nil:
+		r = s.compareAll(w, always)
+	case sub.set != s || sub.rev < s.floor:
+		sub.set = nil
+		return &deltaResp{typeURL: w.typeURL, err: errFellBehind}
+	default:
+		r = s.changesSince(w, always)
+	}
+	sub.versions, sub.resend = nil, nil
+	sub.set, sub.rev = s, s.rev
+	return r
+}
+
+// compareAll answers a wildcard client by comparing every entry with the
+// versions it said it holds. With none, it gets everything: one encoding
+// per set revision, shared by every client that connects to it.
+func (s *set) compareAll(w *deltaWatch, always bool) *deltaResp {
 	returned := w.sub.versions
+	if len(returned) == 0 {
+		if len(s.entries) == 0 && !always {
+			return nil
+		}
+		if s.full == nil || s.fullRev != s.rev {
+			s.full, s.fullRev = encodeFull(w.typeURL, s.version, s.byName()), s.rev
+		}
+		return &deltaResp{typeURL: w.typeURL, version: s.version, encoded: s.full}
+	}
 	r := &deltaResp{typeURL: w.typeURL, version: s.version}
-	consider := func(name string) {
-		e, ok := s.entries[name]
-		old, had := returned[name]
-		switch {
-		case ok && old != e.Version:
+	for _, e := range s.byName() { // sorted: finish's sort has nothing to do
+		if returned[e.Name] != e.Version {
 			r.resources = append(r.resources, e.Delta)
-		case !ok && had:
+		}
+	}
+	for name := range returned {
+		if _, ok := s.entries[name]; !ok {
 			r.removed = append(r.removed, name)
 		}
 	}
-	if changed != nil {
-		for _, name := range changed {
-			consider(name)
+	return r.finish(nil, always)
+}
+
+// changesSince answers a wildcard client that holds an earlier revision
+// of the set: the names changed since (from the set's log, or else from
+// its entries' revisions and its tombstones), and those it asked again.
+// An entry changed and changed back is sent again; a name added and
+// removed since is removed again: both are harmless, and cheaper than
+// remembering the client's versions.
+func (s *set) changesSince(w *deltaWatch, always bool) *deltaResp {
+	sub := w.sub
+	if sub.rev == s.rev && len(sub.resend) == 0 {
+		if !always {
+			return nil
 		}
-	} else {
-		for _, e := range s.byName() { // sorted: finish's sort has nothing to do
-			consider(e.Name)
+		return &deltaResp{typeURL: w.typeURL, version: s.version}
+	}
+	r := &deltaResp{typeURL: w.typeURL, version: s.version}
+	consider := func(name string) {
+		if e, ok := s.entries[name]; ok {
+			r.resources = append(r.resources, e.Delta)
+		} else {
+			r.removed = append(r.removed, name)
 		}
-		for name := range returned {
-			if _, ok := s.entries[name]; !ok {
-				r.removed = append(r.removed, name)
+	}
+	names, ok := s.changedSince(sub.rev)
+	if !ok {
+		names = names[:0]
+		for name, rev := range s.revs {
+			if rev > sub.rev {
+				names = append(names, name)
+			}
+		}
+		for name, rev := range s.removed {
+			if rev > sub.rev {
+				names = append(names, name)
 			}
 		}
 	}
-	if len(r.resources) == 0 && len(r.removed) == 0 && !always {
-		return nil
+	for _, name := range names {
+		consider(name)
 	}
-	for _, res := range r.resources {
-		returned[res.GetName()] = res.GetVersion()
+	for name := range sub.resend {
+		if !slices.Contains(names, name) {
+			consider(name)
+		}
 	}
-	for _, name := range r.removed {
-		delete(returned, name)
-	}
-	return r.finish(returned, always)
+	return r.finish(nil, always)
 }
 
 // deltaAnswer returns what a new delta watch must be sent at once, or nil
-// when it waits for a change. A wildcard client known to hold an earlier
-// revision of the set is compared on the names changed since, instead of
-// every entry: a ztunnel's set has every address of its network, and it
-// ACKs each response while the set keeps changing.
+// when it waits for a change.
 func (s *set) deltaAnswer(w *deltaWatch) *deltaResp {
-	wildcard := w.sub.wildcard
-	first := w.first && wildcard
-	var since []string // nil: compare every entry
-	if wildcard && !first && w.sub.set == s {
-		if w.sub.rev == s.rev {
-			return nil // an ACK from a client that has this revision
-		}
-		if names, ok := s.changedSince(w.sub.rev); ok {
-			since = names
-			if since == nil {
-				since = []string{}
-			}
-		}
-	}
-	resp := deltaResponse(w, s, first, since)
-	s.markSynced(w)
-	return resp
-}
-
-// markSynced records that a wildcard client's versions now match the set.
-func (s *set) markSynced(w *deltaWatch) {
-	if w.sub.wildcard {
-		w.sub.set, w.sub.rev = s, s.rev
-	}
+	return deltaResponse(w, s, w.first && w.sub.wildcard)
 }
 
 func (r *deltaResp) finish(returned map[string]string, always bool) *deltaResp {
@@ -584,10 +676,57 @@ type deltaResp struct {
 	resources []*discovery.Resource
 	removed   []string
 	returned  map[string]string
+	// encoded, when set, is the whole response already encoded (a
+	// wildcard client's first): resources are its.
+	encoded *encodedResponse
+	// err ends the stream instead of answering it.
+	err error
+}
+
+// encodedResponse is a delta response encoded once, without a nonce, for
+// every stream that sends it.
+type encodedResponse struct {
+	resources []*discovery.Resource
+	body      []byte
+}
+
+// nonceField is the field number of a delta response's nonce.
+var nonceField = (&discovery.DeltaDiscoveryResponse{}).ProtoReflect().Descriptor().Fields().ByName("nonce").Number()
+
+// encodeFull encodes the response that gives a client every entry.
+func encodeFull(typeURL, version string, entries []*entry) *encodedResponse {
+	resources := make([]*discovery.Resource, len(entries))
+	for i, e := range entries {
+		resources[i] = e.Delta
+	}
+	m := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: version, Resources: resources, TypeUrl: typeURL}
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		// The entries were encoded and decoded already: a failure here is
+		// a bug, and each stream then encodes its own (and reports it).
+		return &encodedResponse{resources: resources}
+	}
+	return &encodedResponse{resources: resources, body: body}
+}
+
+// wire is what the stream sends: the message, or the shared encoding
+// followed by the stream's nonce (a protobuf message may carry its fields
+// in any order).
+func (r *deltaResp) wire(nonce string) any {
+	if r.encoded == nil || r.encoded.body == nil {
+		return r.message(nonce)
+	}
+	tail := protowire.AppendTag(nil, nonceField, protowire.BytesType)
+	return grpccodec.Encoded{Body: r.encoded.body, Tail: protowire.AppendString(tail, nonce)}
 }
 
 // message builds the response with its nonce (the stream's).
 func (r *deltaResp) message(nonce string) *discovery.DeltaDiscoveryResponse {
+	if r.encoded != nil {
+		return &discovery.DeltaDiscoveryResponse{
+			SystemVersionInfo: r.version, Resources: r.encoded.resources, TypeUrl: r.typeURL, Nonce: nonce,
+		}
+	}
 	return &discovery.DeltaDiscoveryResponse{
 		SystemVersionInfo: r.version, Resources: r.resources, RemovedResources: r.removed, TypeUrl: r.typeURL, Nonce: nonce,
 	}

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/meshfed/meshfed/internal/grpccodec"
 	"github.com/meshfed/meshfed/xds/translate"
 )
 
@@ -125,7 +127,9 @@ func TestCacheDelta(t *testing.T) {
 	if !slices.Equal(sent, []string{"b"}) || !slices.Equal(out.GetRemovedResources(), []string{"z"}) {
 		t.Fatalf("sent %v removed %v, want [b] and [z]", sent, out.GetRemovedResources())
 	}
-	sub.versions = r.returned
+	if sub.versions != nil || sub.rev != c.sets[setKey{resourcev3.ClusterType, ""}].rev {
+		t.Errorf("after its first response the client holds versions %v at revision %d; want none, and the set's revision", sub.versions, sub.rev)
+	}
 
 	// A wildcard client is answered at once even when there is nothing,
 	// once the set exists.
@@ -243,7 +247,9 @@ func (w *wildcardClient) recv() []string {
 	w.t.Helper()
 	select {
 	case r := <-w.ch:
-		w.sub.versions = r.returned
+		if r.err != nil {
+			return []string{r.err.Error()}
+		}
 		out := r.message("n")
 		return append(names(out.GetResources()), out.GetRemovedResources()...)
 	default:
@@ -281,8 +287,8 @@ func TestCacheWildcardDeltaFollowsEveryChange(t *testing.T) {
 	}
 	update(t, c, AddressType, nil, "a")
 	z.watch("3")
-	if got := z.recv(); !slices.Equal(got, []string{"a"}) || len(z.sub.versions) != 1 {
-		t.Fatalf("after removing a: %v, returned %v", got, z.sub.versions)
+	if got := z.recv(); !slices.Equal(got, []string{"a"}) || z.sub.versions != nil {
+		t.Fatalf("after removing a: %v; the stream keeps versions %v, want its set revision alone", got, z.sub.versions)
 	}
 }
 
@@ -386,5 +392,106 @@ func TestCacheSetVersionIsContent(t *testing.T) {
 	mustUpdate(t, a, map[string]proto.Message{"y": cluster("y", 1)})
 	if version(a) != before {
 		t.Error("a set back to an earlier content has another version")
+	}
+}
+
+// TestCacheWildcardDeltaRemovalsBeyondTheLog: a wildcard client behind by
+// more revisions than the log holds gets the removals it missed from the
+// set's tombstones; one behind by more removals than the set remembers is
+// asked to reconnect (and say what it holds) rather than left holding
+// addresses that are gone.
+func TestCacheWildcardDeltaRemovalsBeyondTheLog(t *testing.T) {
+	c := NewCache(nil)
+	putAddress(t, c, "keep", 1)
+	putAddress(t, c, "drop", 1)
+	z, far := newWildcardClient(t, c), newWildcardClient(t, c)
+	for _, w := range []*wildcardClient{z, far} {
+		w.watch("")
+		if got := w.recv(); len(got) != 2 {
+			t.Fatalf("first response %v", got)
+		}
+	}
+	update(t, c, AddressType, nil, "drop")
+	for i := range maxRecent + 1 {
+		putAddress(t, c, "keep", int64(10+i))
+	}
+	z.watch("1")
+	if got := z.recv(); !slices.Equal(got, []string{"keep", "drop"}) {
+		t.Fatalf("a client behind the log got %v, want keep and the removal of drop", got)
+	}
+
+	for i := range minTombstones + 1 {
+		name := fmt.Sprintf("churn-%d", i)
+		putAddress(t, c, name, 1)
+		update(t, c, AddressType, nil, name)
+	}
+	far.watch("1")
+	if got := far.recv(); len(got) != 1 || got[0] != errFellBehind.Error() {
+		t.Fatalf("a client behind more removals than the set remembers got %v, want to be asked to reconnect", got)
+	}
+	s := c.sets[setKey{AddressType, ""}]
+	if len(s.tombstones) != minTombstones || len(s.removed) > minTombstones {
+		t.Errorf("the set remembers %d removals (%d names), want %d", len(s.tombstones), len(s.removed), minTombstones)
+	}
+	// Reconnected with what it holds, it is compared in full.
+	far.sub = newSubscription(nil, nil, map[string]string{"keep": "stale", "drop": "old"}, true)
+	far.watch("")
+	if got := far.recv(); !slices.Equal(got, []string{"keep", "drop"}) {
+		t.Fatalf("the reconnected client got %v, want keep and the removal of drop", got)
+	}
+}
+
+// TestCacheWildcardFirstResponseEncodedOnce: every wildcard client that
+// connects to one revision of a set gets the same encoding of its first
+// response, and that encoding with a stream's nonce after it is the
+// response a client decodes.
+func TestCacheWildcardFirstResponseEncodedOnce(t *testing.T) {
+	c := NewCache(nil)
+	putAddress(t, c, "a", 1)
+	putAddress(t, c, "b", 1)
+	var got []*deltaResp
+	for range 3 {
+		z := newWildcardClient(t, c)
+		z.watch("")
+		got = append(got, <-z.ch)
+	}
+	if got[0].encoded == nil || got[1].encoded != got[0].encoded || got[2].encoded != got[0].encoded {
+		t.Fatal("first responses of one revision were encoded more than once")
+	}
+	wire, ok := got[0].wire("17").(grpccodec.Encoded)
+	if !ok {
+		t.Fatalf("the first response goes out as %T, want its shared encoding", got[0].wire("17"))
+	}
+	decoded := &discovery.DeltaDiscoveryResponse{}
+	if err := proto.Unmarshal(append(slices.Clip(wire.Body), wire.Tail...), decoded); err != nil {
+		t.Fatal(err)
+	}
+	if want := got[0].message("17"); !proto.Equal(decoded, want) {
+		t.Fatalf("the encoding decodes to %v, want %v", decoded, want)
+	}
+	putAddress(t, c, "a", 2)
+	z := newWildcardClient(t, c)
+	z.watch("")
+	if r := <-z.ch; r.encoded == got[0].encoded {
+		t.Fatal("a later revision's first response reused the old encoding")
+	}
+}
+
+// TestCacheWildcardDeltaAskedAgain: a wildcard client in sync that
+// subscribes or unsubscribes a name is told again whether it exists.
+func TestCacheWildcardDeltaAskedAgain(t *testing.T) {
+	c := NewCache(nil)
+	putAddress(t, c, "a", 1)
+	z := newWildcardClient(t, c)
+	z.watch("")
+	z.recv()
+	z.sub.update([]string{"a", "missing"}, nil)
+	z.watch("1")
+	if got := z.recv(); !slices.Equal(got, []string{"a", "missing"}) {
+		t.Fatalf("after subscribing a and missing by name: %v, want a and missing's removal", got)
+	}
+	z.watch("2")
+	if got := z.recv(); got != nil {
+		t.Fatalf("asked names were sent again: %v", got)
 	}
 }

@@ -51,7 +51,7 @@ func legacyWildcard(typeURL string) bool {
 type deltaStream struct {
 	h     *deltaHandler
 	id    streamID
-	send  func(*discovery.DeltaDiscoveryResponse) error
+	send  func(any) error // the response message, or its encoding (see deltaResp.wire)
 	types map[string]*deltaType
 	// responses carries the watches' answers; each watch sends at most
 	// one, and a type has one watch at a time.
@@ -69,7 +69,7 @@ func (h *deltaHandler) serve(stream discovery.AggregatedDiscoveryService_DeltaAg
 	st := &deltaStream{
 		h:         h,
 		id:        streamID{delta: true, id: h.streams.Add(1)},
-		send:      stream.Send,
+		send:      stream.SendMsg,
 		types:     map[string]*deltaType{},
 		responses: make(chan *deltaResp, maxTypesPerStream),
 	}
@@ -158,11 +158,16 @@ func (st *deltaStream) respond(resp *deltaResp) error {
 	if t == nil {
 		return nil
 	}
-	t.sub.versions = resp.returned
+	if resp.err != nil {
+		return resp.err
+	}
+	if !t.sub.wildcard {
+		t.sub.versions = resp.returned
+	}
 	st.nonce++
 	nonce := strconv.FormatInt(st.nonce, 10)
 	st.h.proxies.sent(st.id, resp.typeURL, nonce, resp.version)
-	return st.send(resp.message(nonce))
+	return st.send(resp.wire(nonce))
 }
 
 // request records a request in the proxy book, updates the type's

@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshfed/meshfed/internal/grpccodec"
 	"k8s.io/utils/clock"
 )
 
@@ -80,6 +82,22 @@ func (f *fakeDeltaStream) Context() context.Context { return f.ctx }
 func (f *fakeDeltaStream) Send(r *discovery.DeltaDiscoveryResponse) error {
 	f.resp <- r
 	return nil
+}
+
+// SendMsg takes what the handler sends, a response or its encoding
+// (decoded as a client would).
+func (f *fakeDeltaStream) SendMsg(m any) error {
+	switch m := m.(type) {
+	case *discovery.DeltaDiscoveryResponse:
+		return f.Send(m)
+	case grpccodec.Encoded:
+		r := &discovery.DeltaDiscoveryResponse{}
+		if err := proto.Unmarshal(append(slices.Clip(m.Body), m.Tail...), r); err != nil {
+			return err
+		}
+		return f.Send(r)
+	}
+	return fmt.Errorf("cannot send %T", m)
 }
 
 func (f *fakeDeltaStream) Recv() (*discovery.DeltaDiscoveryRequest, error) {

@@ -21,13 +21,18 @@ type subscription struct {
 	// first request means everything for the types that allow it.
 	legacy bool
 	names  map[string]struct{}
-	// versions are the versions of the resources the proxy holds, by name.
+	// versions are the versions of the resources the proxy holds, by
+	// name: for a subscription by name, and for a wildcard one until its
+	// first response (what it said it holds, or nothing).
 	versions map[string]string
-	// set and rev are the set and its revision that versions match, when
-	// a wildcard response or an up-to-date request established it: from
-	// there, the names changed since rev are all that can differ.
+	// set and rev are the set and its revision that a wildcard client
+	// holds once answered: from there, the names changed since rev are
+	// all that can differ, and the stream keeps no versions.
 	set *set
 	rev uint64
+	// resend are names a wildcard client asked about again (subscribed
+	// or unsubscribed by name): its next response says whether they exist.
+	resend map[string]struct{}
 }
 
 // newSubscription returns the subscription of a type's first request.
@@ -63,23 +68,41 @@ func (s *subscription) update(subscribe, unsubscribe []string) {
 			continue
 		}
 		s.names[name] = struct{}{}
+		if s.versions == nil {
+			s.ask(name) // compared in full otherwise, which sends what it lacks
+		}
 	}
 	for _, name := range unsubscribe {
 		if name == wildcardName {
 			s.wildcard = false
+			if s.versions == nil {
+				// What it holds is a set revision, not versions: the names
+				// it keeps are sent again.
+				s.versions = map[string]string{}
+			}
 			continue
 		}
 		if _, ok := s.names[name]; ok && s.wildcard {
 			// Still wanted through the wildcard: the proxy must be told
-			// whether it exists. An empty version makes the next response
-			// carry it, or its removal.
-			s.versions[name] = ""
+			// whether it exists.
+			s.ask(name)
 		} else {
 			delete(s.versions, name)
 		}
 		delete(s.names, name)
 	}
-	if len(subscribe)+len(unsubscribe) > 0 {
-		s.set = nil // versions may no longer match a revision
+}
+
+// ask makes a wildcard client's next response say whether name exists.
+func (s *subscription) ask(name string) {
+	switch {
+	case !s.wildcard:
+	case s.versions != nil:
+		s.versions[name] = "" // an empty version makes the comparison carry it, or its removal
+	default:
+		if s.resend == nil {
+			s.resend = map[string]struct{}{}
+		}
+		s.resend[name] = struct{}{}
 	}
 }

@@ -25,8 +25,19 @@ type Codec struct{}
 // Name is the codec's content subtype, the same as grpc-go's.
 func (Codec) Name() string { return "proto" }
 
+// Encoded is a message encoded already, sent as Body followed by Tail
+// without a copy: a large message sent on many streams alike is encoded
+// once, and Tail carries what differs per stream (fields encoded alone).
+// Body must not change once given.
+type Encoded struct {
+	Body, Tail []byte
+}
+
 // Marshal encodes v.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(Encoded); ok {
+		return mem.BufferSlice{mem.SliceBuffer(e.Body), mem.SliceBuffer(e.Tail)}, nil
+	}
 	m := messageOf(v)
 	if m == nil {
 		return nil, fmt.Errorf("proto: cannot marshal %T", v)
