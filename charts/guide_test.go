@@ -201,7 +201,7 @@ func readGuide(t *testing.T) guide {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	g := guide{blocks: map[string][]fenced{}, text: map[string]string{}}
 	var heading string
 	var block *fenced

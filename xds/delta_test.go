@@ -23,9 +23,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/internal/grpccodec"
-	"k8s.io/utils/clock"
 )
 
 func TestSubscription(t *testing.T) {
