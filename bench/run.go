@@ -339,7 +339,8 @@ func (r *runner) spokeBytes() int64 {
 	return n
 }
 
-// awaitSpokes waits until the hub holds every cluster's full shard.
+// awaitSpokes waits until the hub holds every cluster's full shard and is
+// ready to serve proxies.
 func (r *runner) awaitSpokes(ctx context.Context) error {
 	var last string
 	return r.poll(ctx, "the spokes' sync", func() (bool, error) {
@@ -359,7 +360,16 @@ func (r *runner) awaitSpokes(ctx context.Context) error {
 			}
 		}
 		last = fmt.Sprintf("%d of %d clusters synced", done, r.w.clusters)
-		return done == r.w.clusters, nil
+		if done < r.w.clusters {
+			return false, nil
+		}
+		// Ready: warm, and the first push made (its encodings are part of
+		// what the hub holds per endpoint).
+		if _, err := r.hub.get(ctx, "/readyz"); err != nil {
+			last = "every cluster synced; the hub not ready yet: " + err.Error()
+			return false, nil
+		}
+		return true, nil
 	}, func() string { return last })
 }
 

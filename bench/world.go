@@ -51,8 +51,8 @@ func newWorld(cfg Config) (world, error) {
 		subscriptions: cfg.Subscriptions,
 	}
 	switch {
-	case w.clusters < 1 || w.clusters > 250:
-		return w, fmt.Errorf("clusters: %d, want 1 to 250", w.clusters)
+	case w.clusters < 1 || w.clusters > 5000:
+		return w, fmt.Errorf("clusters: %d, want 1 to 5,000", w.clusters)
 	case w.perCluster < 1:
 		return w, fmt.Errorf("services: %d, want at least 1", w.perCluster)
 	case w.endpoints < w.perCluster || w.endpoints%w.perCluster != 0 || w.endpoints > 60_000:
@@ -62,6 +62,8 @@ func newWorld(cfg Config) (world, error) {
 			w.replicas, w.clusters, w.clusters*w.perCluster)
 	case w.subscriptions < 1:
 		return w, errors.New("subscriptions: want at least 1")
+	case w.clusters*w.endpoints > maxEndpoints:
+		return w, fmt.Errorf("clusters × endpoints: %d, want at most %d (the addresses of 10.0.0.0/8)", w.clusters*w.endpoints, maxEndpoints)
 	}
 	w.services = w.clusters * w.perCluster / w.replicas
 	w.perService = w.endpoints / w.perCluster
@@ -101,10 +103,15 @@ func (w world) exportsOf(c int) []int {
 	return out
 }
 
-// initialAddress is the first address of the i-th endpoint of cluster c.
-func initialAddress(c, i int) string {
-	return netip.AddrFrom4([4]byte{10, byte(c), byte(i >> 8), byte(i)}).String()
+// initialAddress is the first address of the i-th endpoint of cluster c:
+// the clusters' endpoints one after another in 10.0.0.0/8.
+func (w world) initialAddress(c, i int) string {
+	n := c*w.endpoints + i
+	return netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)}).String()
 }
+
+// maxEndpoints is how many initial addresses there are.
+const maxEndpoints = 1 << 24
 
 // churnAddress is the address of change n's new pod, in 100.64.0.0/10,
 // distinct from every other address of the run: clients identify a change
@@ -168,7 +175,7 @@ func (w world) initialPods(c int) []pod {
 		for range w.perService {
 			i := len(out)
 			out = append(out, pod{
-				service: g, address: initialAddress(c, i),
+				service: g, address: w.initialAddress(c, i),
 				uid: fmt.Sprintf("%s-pod-%05d", clusterID(c), i), node: fmt.Sprintf("node-%02d", i%50),
 			})
 		}

@@ -319,11 +319,13 @@ func (h *Hub) DebugAddr() net.Addr {
 }
 
 // Ready reports whether the hub serves proxies (/readyz): from the end
-// of its warm-up until it begins to stop. A replica still warming up is
+// of its warm-up and its first push until it begins to stop. A replica still warming up is
 // not ready, so that the proxies' Service sends them to a replica that has
 // the whole clusterset; spokes reach it through the headless sync
 // Service, which lists replicas that are not ready too.
-func (h *Hub) Ready() bool { return h.serving.Load() && h.warm.Load() }
+func (h *Hub) Ready() bool {
+	return h.serving.Load() && h.warm.Load() && (h.xds == nil || h.xds.Serving())
+}
 
 // loopStall is how long the xDS push loop may go without turning before
 // /healthz fails: far longer than the longest push of a fleet, so that a

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -52,8 +53,9 @@ type set struct {
 	sorted []*entry
 	// full is the encoded first response of a wildcard delta client at
 	// revision fullRev: built once per revision, whatever the number of
-	// ztunnels that connect.
-	full    *encodedResponse
+	// ztunnels that connect, and held weakly: its megabytes stay only
+	// while streams still send it.
+	full    weak.Pointer[encodedResponse]
 	fullRev uint64
 
 	// What a wildcard delta client synced at a revision lacks is what
@@ -126,7 +128,7 @@ const maxRecent = 64
 // version, carrying a change observed at observed.
 func (s *set) changed(names []string, version string, observed time.Time) {
 	s.rev++
-	s.sorted, s.full = nil, nil
+	s.sorted, s.full = nil, weak.Pointer[encodedResponse]{}
 	s.version = version
 	if len(s.recent) == maxRecent {
 		s.recent = append(s.recent[:0], s.recent[1:]...)
@@ -498,7 +500,7 @@ func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 	for _, n := range names {
 		e := s.entries[n]
 		if full || returned[n] != e.Version {
-			r.resources = append(r.resources, e.Any)
+			r.resources = append(r.resources, e.Any())
 		}
 		r.returned[n] = e.Version
 	}
@@ -518,7 +520,7 @@ func deltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
 		if e, ok := s.entries[name]; ok {
 			next[name] = e.Version
 			if returned[name] != e.Version {
-				r.resources = append(r.resources, e.Delta)
+				r.resources = append(r.resources, e.Delta())
 			}
 		} else if _, had := returned[name]; had {
 			r.removed = append(r.removed, name)
@@ -565,15 +567,17 @@ func (s *set) compareAll(w *deltaWatch, always bool) *deltaResp {
 		if len(s.entries) == 0 && !always {
 			return nil
 		}
-		if s.full == nil || s.fullRev != s.rev {
-			s.full, s.fullRev = encodeFull(w.typeURL, s.version, s.byName()), s.rev
+		full := s.full.Value()
+		if full == nil || s.fullRev != s.rev {
+			full = encodeFull(w.typeURL, s.version, s.byName())
+			s.full, s.fullRev = weak.Make(full), s.rev
 		}
-		return &deltaResp{typeURL: w.typeURL, version: s.version, encoded: s.full}
+		return &deltaResp{typeURL: w.typeURL, version: s.version, encoded: full}
 	}
 	r := &deltaResp{typeURL: w.typeURL, version: s.version}
 	for _, e := range s.byName() { // sorted: finish's sort has nothing to do
 		if returned[e.Name] != e.Version {
-			r.resources = append(r.resources, e.Delta)
+			r.resources = append(r.resources, e.Delta())
 		}
 	}
 	for name := range returned {
@@ -601,7 +605,7 @@ func (s *set) changesSince(w *deltaWatch, always bool) *deltaResp {
 	r := &deltaResp{typeURL: w.typeURL, version: s.version}
 	consider := func(name string) {
 		if e, ok := s.entries[name]; ok {
-			r.resources = append(r.resources, e.Delta)
+			r.resources = append(r.resources, e.Delta())
 		} else {
 			r.removed = append(r.removed, name)
 		}
@@ -697,7 +701,7 @@ var nonceField = (&discovery.DeltaDiscoveryResponse{}).ProtoReflect().Descriptor
 func encodeFull(typeURL, version string, entries []*entry) *encodedResponse {
 	resources := make([]*discovery.Resource, len(entries))
 	for i, e := range entries {
-		resources[i] = e.Delta
+		resources[i] = e.Delta()
 	}
 	m := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: version, Resources: resources, TypeUrl: typeURL}
 	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)

@@ -179,7 +179,7 @@ func TestCacheEncodesOncePerVersion(t *testing.T) {
 		if out == nil {
 			t.Fatal("a watch was not answered")
 		}
-		if out.GetResources()[0] != applied.Any {
+		if got := out.GetResources()[0].GetValue(); &got[0] != &applied.Value[0] {
 			t.Fatal("a watch got another encoding than the one applied")
 		}
 	}

@@ -211,6 +211,17 @@ func (s *Server) Run(ctx context.Context, first <-chan Snapshot) error {
 	return nil
 }
 
+// Serving reports whether the first snapshot has been pushed: proxies'
+// requests are answered from then on.
+func (s *Server) Serving() bool {
+	select {
+	case <-s.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // Alive reports a push loop that has stopped turning for longer than
 // stall: a push that long means the hub serves proxies nothing new.
 func (s *Server) Alive(stall time.Duration) error {

@@ -104,6 +104,13 @@ type Hub struct {
 	cfg     HubConfig
 	connect Connector
 
+	// members is the Members message of membership membersOf (the
+	// slice Membership shares until it changes), built once for every
+	// stream.
+	membersMu sync.Mutex
+	membersOf []federation.ClusterID
+	members   *federationpb.HubMessage
+
 	mu sync.Mutex
 	// unsound holds, per cluster, the session whose shard the hub may hold
 	// incomplete (a chunk of an applied update arrived after its last
@@ -178,20 +185,17 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 		s.now = time.Now
 	}
 	r := receive(ctx, t.Recv)
-	var sent []federation.ClusterID
+	var sent *federationpb.HubMessage
 	var membersChanged <-chan struct{}
+	var tellAfter <-chan time.Time
 	tellMembers := func() error {
-		var members []federation.ClusterID
-		members, membersChanged = h.cfg.Members.WatchMembers()
-		if slices.Equal(members, sent) {
+		var m *federationpb.HubMessage
+		m, membersChanged = h.membersMessage()
+		if m == sent {
 			return nil
 		}
-		sent = members
-		m := &federationpb.Members{Clusters: make([]string, len(members))}
-		for i, id := range members {
-			m.Clusters[i] = string(id)
-		}
-		return t.Send(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Members{Members: m}})
+		sent = m
+		return t.Send(m)
 	}
 	if h.cfg.Members != nil {
 		if err := tellMembers(); err != nil {
@@ -212,6 +216,12 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-membersChanged:
+			// Coalesced: when a thousand spokes connect, each stream tells
+			// its spoke the membership a few times, not a thousand.
+			membersChanged = nil
+			tellAfter = time.After(membersPause)
+		case <-tellAfter:
+			tellAfter = nil
 			if err := tellMembers(); err != nil {
 				return err
 			}
@@ -408,4 +418,31 @@ func (s *hubSession) toHubClock(u *federationpb.ShardUpdate) {
 	if t := u.GetObservedTime(); t != nil && s.haveOffset {
 		u.ObservedTime = timestamppb.New(t.AsTime().Add(s.offset))
 	}
+}
+
+// membersPause is how long a stream waits, after the membership changed,
+// before it tells its spoke: the changes of that time go in one message.
+const membersPause = time.Second
+
+// membersMessage returns the Members message of the current membership,
+// one message per membership for every stream (the spokes' streams only
+// read it), and the channel closed when the membership changes.
+func (h *Hub) membersMessage() (*federationpb.HubMessage, <-chan struct{}) {
+	members, changed := h.cfg.Members.WatchMembers()
+	h.membersMu.Lock()
+	defer h.membersMu.Unlock()
+	if h.members == nil || !sameSlice(members, h.membersOf) && !slices.Equal(members, h.membersOf) {
+		m := &federationpb.Members{Clusters: make([]string, len(members))}
+		for i, id := range members {
+			m.Clusters[i] = string(id)
+		}
+		h.members = &federationpb.HubMessage{Kind: &federationpb.HubMessage_Members{Members: m}}
+	}
+	h.membersOf = members
+	return h.members, changed
+}
+
+// sameSlice reports whether a and b are one slice.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

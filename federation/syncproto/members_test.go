@@ -67,3 +67,26 @@ func TestHubMembers(t *testing.T) {
 		t.Errorf("members after a change: %v", got)
 	}
 }
+
+// TestHubMembersMessageShared: every stream sends the one Members message
+// of a membership (at a thousand clusters, a copy per stream would be
+// megabytes), and a new one once the membership changes.
+func TestHubMembersMessageShared(t *testing.T) {
+	members := newFakeMembers("east", "west")
+	h := testHub(newFakeConn())
+	h.cfg.Members = members
+	a, _ := h.membersMessage()
+	b, _ := h.membersMessage()
+	if a != b {
+		t.Fatal("two streams got two Members messages for one membership")
+	}
+	members.set("east", "west")
+	if c, _ := h.membersMessage(); c != a {
+		t.Error("an equal membership built a new message")
+	}
+	members.set("east", "north", "west")
+	c, _ := h.membersMessage()
+	if c == a || !slices.Equal(c.GetMembers().GetClusters(), []string{"east", "north", "west"}) {
+		t.Errorf("after a change: %v", c.GetMembers().GetClusters())
+	}
+}

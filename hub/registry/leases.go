@@ -219,17 +219,23 @@ func (r *Registry) Members() []federation.ClusterID {
 }
 
 // WatchMembers returns Members and a channel closed when they next change.
+// The slice is shared by every caller until the membership changes: it
+// must not be modified.
 func (r *Registry) WatchMembers() ([]federation.ClusterID, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.membersChanged == nil {
 		r.membersChanged = make(chan struct{})
 	}
-	return r.membersLocked(), r.membersChanged
+	if r.members == nil {
+		r.members = r.membersLocked()
+	}
+	return r.members, r.membersChanged
 }
 
 // membersChangedLocked wakes the membership watchers. Callers hold r.mu.
 func (r *Registry) membersChangedLocked() {
+	r.members = nil
 	if r.membersChanged != nil {
 		close(r.membersChanged)
 		r.membersChanged = nil

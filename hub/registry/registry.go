@@ -88,6 +88,10 @@ type Registry struct {
 	// membersChanged is closed when the membership changes (a cluster
 	// added or withdrawn); made only when someone watches.
 	membersChanged chan struct{}
+	// members caches WatchMembers' answer until the membership changes:
+	// every spoke's stream holds it, and at a thousand clusters a copy
+	// each would be 16 MB.
+	members []federation.ClusterID
 	// membershipKnown: a spoke or the cluster policy has named the
 	// clusterset's members (see Expect). Until then the hub cannot tell
 	// a first start from a restart that only some spokes have reached.

@@ -9,23 +9,33 @@ import (
 )
 
 // Resource is one resource, encoded once. Sets of several views and the
-// responses of every proxy share it; nothing holds it mutably.
+// responses of every proxy share it; nothing holds it mutably. It keeps
+// the encoding alone: the messages that wrap it in a response (Any,
+// discovery.Resource) are made per response, since a ztunnel's set has
+// one resource per workload of its network and the wrappers would cost
+// more than the encodings.
 type Resource struct {
 	Name string
 	// Version is a hash of the encoding: equal resources have equal
 	// versions across restarts and hub replicas, so a reconnecting proxy
 	// is sent only what changed.
 	Version string
-	// Any is the state-of-the-world form, Delta the delta form sharing it.
-	Any   *anypb.Any
-	Delta *discovery.Resource
+	TypeURL string
+	Value   []byte
 }
 
 // NewResource wraps an encoding, which must be deterministic (its hash is
 // the version).
 func NewResource(typeURL, name string, encoded []byte) *Resource {
 	sum := sha256.Sum256(encoded)
-	a := &anypb.Any{TypeUrl: typeURL, Value: encoded}
-	v := hex.EncodeToString(sum[:8])
-	return &Resource{Name: name, Version: v, Any: a, Delta: &discovery.Resource{Name: name, Version: v, Resource: a}}
+	return &Resource{Name: name, Version: hex.EncodeToString(sum[:8]), TypeURL: typeURL, Value: encoded}
+}
+
+// Any is the resource in a state-of-the-world response; it shares the
+// encoding.
+func (r *Resource) Any() *anypb.Any { return &anypb.Any{TypeUrl: r.TypeURL, Value: r.Value} }
+
+// Delta is the resource in a delta response; it shares the encoding.
+func (r *Resource) Delta() *discovery.Resource {
+	return &discovery.Resource{Name: r.Name, Version: r.Version, Resource: r.Any()}
 }

@@ -233,7 +233,7 @@ func render(t *testing.T, results []result) string {
 			fmt.Fprintf(&b, " +%d -%d\n", len(u.Upserts), len(u.Removals))
 			upserts := slices.SortedFunc(slices.Values(u.Upserts), func(a, b *Resource) int { return strings.Compare(a.Name, b.Name) })
 			for _, res := range upserts {
-				m, err := res.Any.UnmarshalNew()
+				m, err := res.Any().UnmarshalNew()
 				if err != nil {
 					t.Fatalf("%s: %v", res.Name, err)
 				}

@@ -62,18 +62,61 @@ type Builder struct {
 	clusters map[federation.ClusterID]*federation.ClusterInfo
 	gateways map[federation.NetworkID]*gateway // the one gateway per network ztunnels use
 
-	pods     map[string]string            // cluster/ns/pod → workload key
-	waiting  map[string]map[string]bool   // cluster/ns/pod without a workload yet → services referencing it
-	waitsFor map[string][]string          // service key → the pods it waits for
-	podOf    map[string]string            // workload key → cluster/ns/pod
-	svcRefs  map[string]map[string]bool   // service key → workload keys its endpoints reference
-	wlSvcs   map[string]map[string][]port // workload key → service key → ports
-	splits   map[string]map[string]bool   // service key → its split-horizon workloads
-	gwNames  map[string]bool              // names of the gateway workloads last built
-	services map[string][]string          // service key → the Address names it produced
+	pods     map[string]string          // cluster/ns/pod → workload key
+	waiting  map[string]map[string]bool // cluster/ns/pod without a workload yet → services referencing it
+	waitsFor map[string][]string        // service key → the pods it waits for
+	podOf    map[string]string          // workload key → cluster/ns/pod
+	svcRefs  map[string]map[string]bool // service key → workload keys its endpoints reference
+	wlSvcs   map[string]servicePorts    // workload key → the services it backs, with its ports
+	splits   map[string]map[string]bool // service key → its split-horizon workloads
+	gwNames  map[string]bool            // names of the gateway workloads last built
+	services map[string][]string        // service key → the Address names it produced
 }
 
 type port struct{ service, target uint32 }
+
+// servicePorts are the services a workload backs, with its ports for
+// each: most workloads back one or two, and a slice of them costs a tenth
+// of a map per workload. Never modified in place: its methods return
+// new slices.
+type servicePorts []servicePort
+
+type servicePort struct {
+	service string
+	ports   []port
+}
+
+func (sp servicePorts) get(service string) []port {
+	for _, p := range sp {
+		if p.service == service {
+			return p.ports
+		}
+	}
+	return nil
+}
+
+func (sp servicePorts) without(service string) servicePorts {
+	i := slices.IndexFunc(sp, func(p servicePort) bool { return p.service == service })
+	if i < 0 {
+		return sp
+	}
+	return slices.Delete(slices.Clone(sp), i, i+1)
+}
+
+func (sp servicePorts) with(service string, ports []port) servicePorts {
+	out := make(servicePorts, 0, len(sp)+1)
+	for _, p := range sp {
+		if p.service != service {
+			out = append(out, p)
+		}
+	}
+	return append(out, servicePort{service, ports})
+}
+
+// sameSlice reports whether a and b are one slice.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
 
 type gateway struct {
 	cluster federation.ClusterID
@@ -87,7 +130,7 @@ func NewBuilder(trustDomain string) *Builder {
 	return &Builder{
 		trustDomain: trustDomain,
 		pods:        map[string]string{}, podOf: map[string]string{}, waiting: map[string]map[string]bool{}, waitsFor: map[string][]string{},
-		svcRefs: map[string]map[string]bool{}, wlSvcs: map[string]map[string][]port{},
+		svcRefs: map[string]map[string]bool{}, wlSvcs: map[string]servicePorts{},
 		splits: map[string]map[string]bool{}, gwNames: map[string]bool{}, services: map[string][]string{},
 	}
 }
@@ -136,8 +179,8 @@ func (b *Builder) Push(s Snapshot, services, workloads []string, all bool) []Ite
 		// A pod's readiness changes the capacity of its services behind its
 		// network's gateway (a deleted pod's network is unknown: recount).
 		if w, ok := s.Workload(k); !ok || b.gateways[w.Network] != nil {
-			for svc := range b.wlSvcs[k] {
-				splitServices[svc] = true
+			for _, sp := range b.wlSvcs[k] {
+				splitServices[sp.service] = true
 			}
 		}
 	}
@@ -293,9 +336,10 @@ func (b *Builder) reindexService(key string, v *federation.ServiceView) map[stri
 	oldRefs := b.svcRefs[key]
 	oldPorts := make(map[string][]port, len(oldRefs))
 	for wk := range oldRefs {
-		oldPorts[wk] = b.wlSvcs[wk][key]
-		delete(b.wlSvcs[wk], key)
-		if len(b.wlSvcs[wk]) == 0 {
+		oldPorts[wk] = b.wlSvcs[wk].get(key)
+		if rest := b.wlSvcs[wk].without(key); len(rest) > 0 {
+			b.wlSvcs[wk] = rest
+		} else {
 			delete(b.wlSvcs, wk)
 		}
 	}
@@ -309,6 +353,10 @@ func (b *Builder) reindexService(key string, v *federation.ServiceView) map[stri
 	delete(b.waitsFor, key)
 
 	refs := map[string]bool{}
+	var last struct { // the service's endpoints share their ports (interned): computed once
+		from  []*federationpb.EndpointPort
+		ports []port
+	}
 	if v != nil {
 		for _, c := range v.Clusters {
 			for _, e := range c.Endpoints {
@@ -327,10 +375,10 @@ func (b *Builder) reindexService(key string, v *federation.ServiceView) map[stri
 					continue
 				}
 				refs[wk] = true
-				if b.wlSvcs[wk] == nil {
-					b.wlSvcs[wk] = map[string][]port{}
+				if eps := e.GetPorts(); last.ports == nil || !sameSlice(eps, last.from) {
+					last.from, last.ports = eps, portsOf(v, e.Endpoint)
 				}
-				b.wlSvcs[wk][key] = portsOf(v, e.Endpoint)
+				b.wlSvcs[wk] = b.wlSvcs[wk].with(key, last.ports)
 			}
 		}
 	}
@@ -351,7 +399,7 @@ func (b *Builder) reindexService(key string, v *federation.ServiceView) map[stri
 	renamed := !slices.Equal(names, b.services[key])
 	touched := map[string]bool{}
 	for wk := range oldRefs {
-		if renamed || !refs[wk] || !slices.Equal(oldPorts[wk], b.wlSvcs[wk][key]) {
+		if renamed || !refs[wk] || !slices.Equal(oldPorts[wk], b.wlSvcs[wk].get(key)) {
 			touched[wk] = true
 		}
 	}
@@ -500,13 +548,13 @@ func (b *Builder) workloadItem(s Snapshot, key string) Item {
 	}
 	if svcs := b.wlSvcs[key]; len(svcs) > 0 {
 		out.Services = map[string]*workloadapi.PortList{}
-		for svcKey, ports := range svcs {
-			v, ok := s.Service(svcKey)
+		for _, sp := range svcs {
+			v, ok := s.Service(sp.service)
 			if !ok {
 				continue
 			}
 			list := &workloadapi.PortList{}
-			for _, p := range ports {
+			for _, p := range sp.ports {
 				list.Ports = append(list.Ports, &workloadapi.Port{ServicePort: p.service, TargetPort: p.target})
 			}
 			for _, host := range hostnames(v) {
