@@ -188,6 +188,9 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	var sent *federationpb.HubMessage
 	var membersChanged <-chan struct{}
 	var tellAfter <-chan time.Time
+	pause := time.NewTimer(membersPause)
+	pause.Stop()
+	defer pause.Stop()
 	tellMembers := func() error {
 		var m *federationpb.HubMessage
 		m, membersChanged = h.membersMessage()
@@ -219,7 +222,8 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 			// Coalesced: when a thousand spokes connect, each stream tells
 			// its spoke the membership a few times, not a thousand.
 			membersChanged = nil
-			tellAfter = time.After(membersPause)
+			pause.Reset(membersPause)
+			tellAfter = pause.C
 		case <-tellAfter:
 			tellAfter = nil
 			if err := tellMembers(); err != nil {
