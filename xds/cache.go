@@ -81,21 +81,38 @@ type tombstone struct {
 // many as it has entries beyond that.
 const minTombstones = 1024
 
-func newSet() *set {
-	return &set{entries: map[string]*entry{}, revs: map[string]uint64{}, removed: map[string]uint64{}}
+func newSet() *set { return &set{entries: map[string]*entry{}} }
+
+// track starts keeping revisions and removals, for the set's first
+// wildcard delta client: sets that only clients by name read (EDS, one
+// per locality) keep none. What came before counts as changed now, and
+// no client synced earlier exists.
+func (s *set) track() {
+	if s.revs != nil {
+		return
+	}
+	s.revs, s.removed, s.floor = make(map[string]uint64, len(s.entries)), map[string]uint64{}, s.rev
+	for name := range s.entries {
+		s.revs[name] = s.rev
+	}
 }
 
 // put records an entry changed (or added) by the revision being made.
 func (s *set) put(e *entry) {
 	s.entries[e.Name] = e
-	s.revs[e.Name] = s.rev + 1
-	delete(s.removed, e.Name)
+	if s.revs != nil {
+		s.revs[e.Name] = s.rev + 1
+		delete(s.removed, e.Name)
+	}
 }
 
 // remove records a name removed by the revision being made, and forgets
 // the oldest removals beyond what the set remembers.
 func (s *set) remove(name string) {
 	delete(s.entries, name)
+	if s.revs == nil {
+		return
+	}
 	delete(s.revs, name)
 	s.removed[name] = s.rev + 1
 	s.tombstones = append(s.tombstones, tombstone{name, s.rev + 1})
@@ -542,6 +559,7 @@ var errFellBehind = status.Error(codes.Unavailable, "the client fell further beh
 // revision: the cache answers under its lock, and the stream reads the
 // subscription again only after the response.
 func wildcardDeltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
+	s.track()
 	sub := w.sub
 	var r *deltaResp
 	switch {

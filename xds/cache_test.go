@@ -495,3 +495,21 @@ func TestCacheWildcardDeltaAskedAgain(t *testing.T) {
 		t.Fatalf("asked names were sent again: %v", got)
 	}
 }
+
+// TestCacheSetsByNameKeepNoRevisions: only sets that a wildcard delta
+// client reads keep their entries' revisions; an EDS set per locality,
+// read by name, would hold a copy of its names for nothing.
+func TestCacheSetsByNameKeepNoRevisions(t *testing.T) {
+	c := NewCache(nil)
+	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1)})
+	byName := newSubscription([]string{"a"}, nil, nil, false)
+	c.watchDelta("", &deltaWatch{typeURL: resourcev3.ClusterType, first: true, sub: byName, ch: make(chan *deltaResp, 1)})
+	if s := c.sets[setKey{resourcev3.ClusterType, ""}]; s.revs != nil {
+		t.Fatal("a set read by name keeps revisions")
+	}
+	z := newWildcardClient(t, c)
+	z.c.watchDelta("", &deltaWatch{typeURL: resourcev3.ClusterType, first: true, sub: z.sub, ch: z.ch})
+	if s := c.sets[setKey{resourcev3.ClusterType, ""}]; len(s.revs) != 1 {
+		t.Fatalf("a set read by a wildcard client keeps revisions of %d entries, want 1", len(s.revs))
+	}
+}
