@@ -22,7 +22,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshfed/meshfed/internal/grpccodec"
-
 	"github.com/meshfed/meshfed/xds/translate"
 )
 
