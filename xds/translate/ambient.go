@@ -10,6 +10,9 @@ import (
 
 // ambientTranslator produces the workload API's addresses, per network.
 type ambientTranslator struct {
+	// active is set once a proxy has asked for addresses; until then
+	// nothing is built.
+	active  bool
 	builder *workloads.Builder
 	items   map[string]addrItem // the current resources, by name
 }
@@ -33,10 +36,10 @@ func newAmbientTranslator(trustDomain string) ambientTranslator {
 	return ambientTranslator{builder: workloads.NewBuilder(trustDomain), items: map[string]addrItem{}}
 }
 
-// translate regenerates the addresses a change touches, encodes each once
-// and hands it to the networks that see it.
-func (a *ambientTranslator) translate(in *input, views []View) {
-	items := a.builder.Push(in.snap, slices.Sorted(maps.Keys(in.services)), in.workloads, in.all)
+// translate regenerates the addresses a change touches (every one when
+// all is set), encodes each once and hands it to the networks that see it.
+func (a *ambientTranslator) translate(in *input, views []View, all bool) {
+	items := a.builder.Push(in.snap, slices.Sorted(maps.Keys(in.services)), in.workloads, all)
 	var changed []change
 	for _, it := range items {
 		old, had := a.items[it.Name]
@@ -95,8 +98,8 @@ func (a *ambientTranslator) build(v View) SetUpdate {
 	return u
 }
 
-// encode encodes an item at once, whether or not a ztunnel is connected,
-// and keeps only the encoding: it is a third of the message's size, and a
+// encode encodes an item at once, whether or not a ztunnel of its
+// network is connected, and keeps only the encoding: it is a third of the message's size, and a
 // hub holds one per workload.
 func (a *ambientTranslator) encode(in *input, it workloads.Item) (addrItem, bool) {
 	res, err := in.encode(AddressType, it.Name, it.Message)

@@ -139,7 +139,15 @@ func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views 
 		added = sortedViews(wanted)
 	}
 	t.envoy.translate(in, t.built)
-	t.ambient.translate(in, t.built)
+	// The workload API is built from the first ztunnel on: a mesh without
+	// one does not pay its encodings and indexes (40% of the hub's heap).
+	ambientAll := all
+	if !t.ambient.active && slices.ContainsFunc(views, func(v View) bool { return v.TypeURL == AddressType }) {
+		t.ambient.active, ambientAll = true, true
+	}
+	if t.ambient.active {
+		t.ambient.translate(in, t.built, ambientAll)
+	}
 	if all {
 		// Authorization policies are not federated, but ztunnel is not
 		// ready before it has a response for them.

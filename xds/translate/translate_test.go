@@ -344,3 +344,39 @@ func TestTranslateSharesEncodings(t *testing.T) {
 		t.Errorf("the two views got %v, want one shared resource", slices.Sorted(maps.Keys(byView)))
 	}
 }
+
+// TestTranslateAddressesFromTheFirstZtunnel: no workload API is built
+// while no ztunnel asks for it; the first one gets the same addresses as
+// a translator that built them from the start.
+func TestTranslateAddressesFromTheFirstZtunnel(t *testing.T) {
+	c := xdstest.New()
+	twoClusters(c)
+	snap := c.Publish()
+	tr := New("cluster.local")
+	before, err := collect(tr, snap, federation.Changes{}, []View{eastView})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tr.ambient.items); n != 0 {
+		t.Errorf("%d addresses built with no ztunnel connected, want none", n)
+	}
+	after, err := collect(tr, snap, federation.Changes{}, []View{eastView, eastAddress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy := sets{}
+	lazy.apply(before)
+	lazy.apply(after)
+	fresh, err := collect(New("cluster.local"), snap, federation.Changes{}, []View{eastView, eastAddress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := sets{}
+	full.apply(fresh)
+	if diff := gocmp.Diff(full, lazy, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("the first ztunnel's sets differ from a full build (-full +lazy):\n%s", diff)
+	}
+	if len(tr.ambient.items) == 0 {
+		t.Error("no addresses built for the first ztunnel")
+	}
+}
