@@ -38,11 +38,19 @@ import (
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/spoke/normalize"
 )
 
 // kubeScale is the size of the cluster BenchmarkKubeSpokeScale builds.
 type kubeScale struct {
 	services, perService, nodes, namespaces int
+	// firstPod numbers the cluster's first pod, for its address
+	// (scalePodIP): clusters built for one run get disjoint pod IPs.
+	firstPod int
+	// byLabel exports the services with the label meshfed.io/export
+	// instead of a ServiceExport each: federated, but not MCS imports
+	// (no ServiceImports written back).
+	byLabel bool
 }
 
 func (s kubeScale) endpoints() int { return s.services * s.perService }
@@ -280,23 +288,29 @@ func scalePopulate(b *testing.B, base *rest.Config, sc kubeScale) int {
 	run(sc.services, func(ctx context.Context, j int) error {
 		ns, name := scaleNamespace(j, sc), scaleService(j)
 		labels := map[string]string{"app": name}
+		var export map[string]string
+		if sc.byLabel {
+			export = map[string]string{normalize.LabelExport: "true"}
+		}
 		if _, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: export},
 			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
 				Name: "grpc", Port: 8080, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolTCP,
 			}}},
 		}, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("service %s/%s: %w", ns, name, err)
 		}
-		if _, err := mcs.MulticlusterV1alpha1().ServiceExports(ns).Create(ctx, &mcsv1alpha1.ServiceExport{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		}, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("service export %s/%s: %w", ns, name, err)
+		if !sc.byLabel {
+			if _, err := mcs.MulticlusterV1alpha1().ServiceExports(ns).Create(ctx, &mcsv1alpha1.ServiceExport{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			}, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("service export %s/%s: %w", ns, name, err)
+			}
 		}
 		eps := make([]discoveryv1.Endpoint, sc.perService)
 		for k := range sc.perService {
 			i := j*sc.perService + k
-			pod, ip, node := fmt.Sprintf("%s-%d", name, k), scalePodIP(i), scaleNode(i%sc.nodes)
+			pod, ip, node := fmt.Sprintf("%s-%d", name, k), scalePodIP(sc.firstPod+i), scaleNode(i%sc.nodes)
 			p, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns, Labels: labels},
 				Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}},

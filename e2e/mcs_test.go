@@ -172,7 +172,7 @@ func eventuallyOK(t *testing.T, what string, cond func() (bool, string)) {
 	}
 }
 
-func createNamespace(t *testing.T, c *kubetest.Cluster, name string) {
+func createNamespace(t testing.TB, c *kubetest.Cluster, name string) {
 	t.Helper()
 	if _, err := c.Client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

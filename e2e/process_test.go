@@ -263,7 +263,7 @@ func httpStatusOf(ctx context.Context, url string) int {
 }
 
 // pollUntil polls cond every 20 ms until it holds or timeout passes.
-func pollUntil(t *testing.T, timeout time.Duration, cond func() bool) bool {
+func pollUntil(t testing.TB, timeout time.Duration, cond func() bool) bool {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

@@ -22,6 +22,7 @@ func Command(ctx context.Context, name string, args []string, stderr io.Writer) 
 	}
 	// New has validated the ratio; set the limit before the hub allocates.
 	memlimit.Set(log, cfg.MemoryLimitRatio)
+	memlimit.SetGCPercent(log, cfg.GCPercent)
 	return h.Run(ctx)
 }
 
@@ -40,7 +41,7 @@ var Help = cli.Help{
 		},
 		{Title: "Proxies: xDS", Prefixes: []string{"xds-"}},
 		{Title: "Debug port", Prefixes: []string{"debug-"}},
-		{Title: "Logging and runtime", Flags: []string{"log-level", "log-format", "memory-limit-ratio"}},
+		{Title: "Logging and runtime", Flags: []string{"log-level", "log-format", "memory-limit-ratio", "gc-percent"}},
 	},
 	Examples: []string{
 		"# Try it out: a throwaway CA (meshfed certs), xDS on loopback\n" +

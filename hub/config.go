@@ -78,7 +78,13 @@ type Config struct {
 	// memory limit, unless GOMEMLIMIT is set (0: leave the runtime's limit
 	// alone). cmd/meshfed applies it; the hub does not read it.
 	MemoryLimitRatio float64
+	// GCPercent is the garbage collector's target unless GOGC is set (0:
+	// Go's default, 100). cmd/meshfed applies it; the hub does not read it.
+	GCPercent int
 }
+
+// DefaultGCPercent is the hub's garbage collection target: Go's default.
+const DefaultGCPercent = 100
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
@@ -101,6 +107,7 @@ func DefaultConfig() Config {
 		KeepaliveTimeout:       10 * time.Second,
 		ID:                     host,
 		MemoryLimitRatio:       memlimit.DefaultRatio,
+		GCPercent:              DefaultGCPercent,
 	}
 }
 
@@ -109,7 +116,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.FederationAddr, "federation-addr", c.FederationAddr, "address for spoke connections (gRPC)")
 	fs.StringVar(&c.XDSAddr, "xds-addr", c.XDSAddr, `address for proxies' ADS streams (gRPC; "" disables xDS)`)
 	fs.DurationVar(&c.XDSPushInterval, "xds-push-interval", c.XDSPushInterval, "push a lone change at once; coalesce changes closer together than this")
-	fs.DurationVar(&c.XDSWarmUp, "xds-warmup", c.XDSWarmUp, "longest a starting hub holds proxies (unanswered) while spokes connect, so that none gets a partial clusterset (0: serve at once)")
+	fs.DurationVar(&c.XDSWarmUp, "xds-warmup", c.XDSWarmUp, "longest a starting hub holds proxies (unanswered) while spokes connect, counted from the first spoke's arrival and again from each member's finished sync, so that none gets a partial clusterset (0: serve at once)")
 	fs.DurationVar(&c.XDSWarmUpQuiet, "xds-warmup-quiet", c.XDSWarmUpQuiet, "serve before --xds-warmup once every connected spoke has sent its shard and none has joined for this long")
 	fs.IntVar(&c.XDSMaxMessageBytes, "xds-max-message-bytes", c.XDSMaxMessageBytes, "largest xDS message (a ztunnel's first response holds its whole network; ztunnel accepts 200 MiB)")
 	fs.StringVar(&c.XDSCertFile, "xds-tls-cert", c.XDSCertFile, "TLS certificate for the xDS port (PEM; plaintext when unset)")
@@ -138,6 +145,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.KeepaliveTimeout, "keepalive-timeout", c.KeepaliveTimeout, "drop a spoke connection whose ping is unanswered for this long")
 	fs.StringVar(&c.ID, "id", c.ID, "name of this hub replica")
 	fs.Float64Var(&c.MemoryLimitRatio, "memory-limit-ratio", c.MemoryLimitRatio, "share of the container's memory limit (cgroup) that becomes the Go soft memory limit, unless GOMEMLIMIT is set (0 turns this off)")
+	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "garbage collection target as GOGC, unless GOGC is set (0: Go's default, 100); lower trades CPU for memory")
 }
 
 // Validate reports the first problem in c.
@@ -181,6 +189,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.MemoryLimitRatio >= 0 && c.MemoryLimitRatio < 1) {
 		errs = append(errs, fmt.Errorf("--memory-limit-ratio %v is outside [0, 1) (0 turns it off)", c.MemoryLimitRatio))
+	}
+	if c.GCPercent < 0 {
+		errs = append(errs, fmt.Errorf("--gc-percent %d is negative (0 keeps Go's default)", c.GCPercent))
 	}
 	return errors.Join(errs...)
 }

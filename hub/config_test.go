@@ -53,6 +53,38 @@ func TestMemoryLimitRatioFlag(t *testing.T) {
 	}
 }
 
+func TestGCPercentFlag(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    int
+		wantErr string
+	}{
+		{want: DefaultGCPercent},
+		{args: []string{"--gc-percent=50"}, want: 50},
+		{args: []string{"--gc-percent=0"}, want: 0},
+		{args: []string{"--gc-percent=-1"}, wantErr: "--gc-percent -1 is negative"},
+	}
+	for _, tt := range tests {
+		cfg := DefaultConfig()
+		cfg.Insecure = true
+		fs := flag.NewFlagSet("hub", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg.AddFlags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatalf("parsing %q: %v", tt.args, err)
+		}
+		err := cfg.Validate()
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%q: Validate() = %v", tt.args, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%q: Validate() = %v, want an error saying %q", tt.args, err, tt.wantErr)
+		case tt.wantErr == "" && cfg.GCPercent != tt.want:
+			t.Errorf("%q: GCPercent = %d, want %d", tt.args, cfg.GCPercent, tt.want)
+		}
+	}
+}
+
 func TestXDSPlaintextNeedsSayingSo(t *testing.T) {
 	tls := []string{"--tls-cert=c", "--tls-key=k", "--tls-ca=ca"}
 	tests := []struct {

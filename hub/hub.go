@@ -34,6 +34,7 @@ import (
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/hub/ui"
 	"github.com/meshfed/meshfed/internal/cli"
+	"github.com/meshfed/meshfed/internal/memlimit"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/xds"
@@ -405,6 +406,18 @@ func (h *Hub) Run(ctx context.Context) error {
 	})
 	if h.xds != nil {
 		g.Go(func() error { return h.xds.Run(ctx, first) })
+		g.Go(func() error {
+			select {
+			case <-ctx.Done():
+			case <-h.xds.Pushed():
+				// The spokes' full states, decoded and merged, and the
+				// first translation of the whole clusterset are the hub's
+				// largest burst: a fleet's hub held twice its live heap
+				// for minutes after it.
+				memlimit.Release(h.log, "first push made; free heap returned to the OS")
+			}
+			return nil
+		})
 	}
 	g.Go(func() error {
 		cli.LogStopping(parent, ctx, h.log)

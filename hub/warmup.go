@@ -16,8 +16,10 @@ import (
 // connected spoke, and each cluster the spokes or the policy name) has
 // sent its shard, at least one has, and none has joined or sent its shard
 // for quiet. Withdrawn clusters are not waited for. It gives up waiting
-// limit after the first spoke arrived (a member that never returns must
-// not hold proxies for ever) or when ctx ends. Until a spoke arrives it
+// limit after the first spoke arrived or, while members keep finishing
+// their syncs, limit after the last one did (a member that never returns
+// must not hold proxies for ever, and a thousand spokes resyncing at once
+// take longer than any fixed limit fit for ten), or when ctx ends. Until a spoke arrives it
 // waits without limit: a replica no spoke has found yet (its address is
 // new, and spokes look the hub's name up again only every few seconds)
 // would serve an empty clusterset. It wakes on the registry's status
@@ -48,10 +50,6 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 	for {
 		status, changed := reg.WatchStatus()
 		known := reg.MembershipKnown()
-		if deadline == nil && len(status) > 0 {
-			deadline = clk.NewTimer(limit)
-			deadlineC = deadline.C()
-		}
 		w, s := 0, 0
 		for _, st := range status {
 			switch {
@@ -61,6 +59,18 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 			case st.Connected || st.Expected:
 				w++
 			}
+		}
+		switch {
+		case deadline == nil && len(status) > 0:
+			deadline = clk.NewTimer(limit)
+			deadlineC = deadline.C()
+		case deadline != nil && s > synced:
+			// Another member finished its sync: the clusterset is still
+			// completing.
+			deadline.Stop()
+			deadline = clk.NewTimer(limit)
+			deadlineC = deadline.C()
+			log.Debug("warm-up: a member finished its sync; the limit counts from now", "synced", s, "waiting", w)
 		}
 		if w != waiting || s != synced || known != wasKnown {
 			waiting, synced, wasKnown = w, s, known

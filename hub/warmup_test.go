@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,62 @@ func TestWarmUpGivesUp(t *testing.T) {
 	}
 	if snap := warmUp(t.Context(), reg, time.Hour, 0, clock.RealClock{}, quietLog); snap != reg.Current() {
 		t.Error("a warm-up of 0 did not return at once with the current snapshot")
+	}
+}
+
+// TestWarmUpWaitsWhileMembersSync: the limit counts from the last member
+// that finished its sync, so that a large clusterset resyncing after a
+// restart is not served half-built when it takes longer than the limit;
+// a member that never syncs ends the warm-up a limit after the last one
+// did.
+func TestWarmUpWaitsWhileMembersSync(t *testing.T) {
+	reg := registry.New(registry.Config{})
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	const limit = time.Minute
+	reg.Expect([]federation.ClusterID{"east", "west", "north"})
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	done := make(chan *registry.Snapshot, 1)
+	go func() { done <- warmUp(t.Context(), reg, time.Second, limit, clk, log) }()
+	north := reg.Connect("north", "s") // connects and never sends its shard
+	defer north.Close()
+	awaitWaiters(t, clk, 1) // the deadline, from north's arrival
+	for i, id := range []string{"east", "west"} {
+		clk.Step(limit - time.Second)
+		if err := reg.Connect(federation.ClusterID(id), "s").Apply("s", shard(id)); err != nil {
+			t.Fatal(err)
+		}
+		awaitLog(t, &logs, "the limit counts from now", i+1)
+	}
+	// Two limits less two seconds after north arrived: past the limit from
+	// the first arrival, within the one from west's sync.
+	if len(done) != 0 {
+		t.Fatal("warm while members were still finishing their syncs")
+	}
+	clk.Step(limit - time.Second)
+	if len(done) != 0 {
+		t.Fatal("warm before the limit after the last sync")
+	}
+	clk.Step(time.Second)
+	select {
+	case snap := <-done:
+		if len(snap.Clusters()) != 2 {
+			t.Errorf("warm snapshot has %v, want east and west", snap.Clusters())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("warm-up did not end a limit after the last member synced")
+	}
+}
+
+// awaitLog waits until the log holds n lines with s.
+func awaitLog(t *testing.T, logs *lockedBuffer, s string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(logs.String(), s) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d log lines with %q, want %d", strings.Count(logs.String(), s), s, n)
+		}
+		runtime.Gosched()
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime"
-	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +23,7 @@ import (
 	"github.com/meshfed/meshfed/federation/syncproto"
 	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/grpccodec"
+	"github.com/meshfed/meshfed/internal/memlimit"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/spoke/imports"
@@ -217,7 +216,9 @@ func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, member
 			MaxMessageBytes: s.cfg.MaxMessageBytes, AckTimeout: s.cfg.AckTimeout,
 			FullAcked: func() {
 				s.ready.Store(true)
-				releaseMemory(log)
+				// Building and sending a full state (the first, or after
+				// the hub lost the shard) is the spoke's largest burst.
+				memlimit.Release(log, "hub has the full state; free heap returned to the OS")
 			},
 		}, stream, dial, log),
 	}, nil
@@ -252,18 +253,6 @@ func builderOptions(src source, metrics prometheus.Registerer) []shard.BuilderOp
 		opts = append(opts, shard.WithReporter(r))
 	}
 	return opts
-}
-
-// releaseMemory returns the heap's free memory to the operating system.
-// The spoke calls it when the hub has acknowledged a full state: building
-// and sending one (the first, or after the hub lost the shard) is the
-// spoke's largest burst, and the runtime would otherwise hand the memory
-// back only slowly.
-func releaseMemory(log *slog.Logger) {
-	debug.FreeOSMemory()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	log.Info("hub has the full state; free heap returned to the OS", "heap_in_use", m.HeapInuse, "heap_released", m.HeapReleased)
 }
 
 // Run federates the cluster until ctx ends.

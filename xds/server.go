@@ -222,6 +222,9 @@ func (s *Server) Serving() bool {
 	}
 }
 
+// Pushed is closed once the first snapshot has been pushed.
+func (s *Server) Pushed() <-chan struct{} { return s.ready }
+
 // Alive reports a push loop that has stopped turning for longer than
 // stall: a push that long means the hub serves proxies nothing new.
 func (s *Server) Alive(stall time.Duration) error {

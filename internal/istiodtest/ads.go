@@ -83,6 +83,7 @@ type ADSClient struct {
 	node     *corev3.Node // sent on the first request only
 	clusters map[string]*clusterv3.Cluster
 	eds      map[string]*endpointv3.ClusterLoadAssignment
+	edsAt    map[string]time.Time // cluster name → when its last assignment arrived
 	names    map[string][]string  // type URL → its subscription, sorted; nil: every resource
 	acked    map[string][2]string // type URL → last response's version and nonce
 	changed  chan struct{}        // closed and replaced on every response
@@ -117,6 +118,7 @@ func Dial(t testing.TB, addr string, p Proxy) *ADSClient {
 		node:      node,
 		clusters:  map[string]*clusterv3.Cluster{},
 		eds:       map[string]*endpointv3.ClusterLoadAssignment{},
+		edsAt:     map[string]time.Time{},
 		names:     map[string][]string{},
 		acked:     map[string][2]string{},
 		changed:   make(chan struct{}),
@@ -164,6 +166,7 @@ func (c *ADSClient) receive() {
 	defer close(c.done)
 	for {
 		resp, err := c.stream.Recv()
+		at := time.Now()
 		if err != nil {
 			c.mu.Lock()
 			if c.err == nil {
@@ -174,7 +177,7 @@ func (c *ADSClient) receive() {
 			c.mu.Unlock()
 			return
 		}
-		names, err := c.store(resp)
+		names, err := c.store(resp, at)
 		if err != nil {
 			c.mu.Lock()
 			c.err = fmt.Errorf("%s response %s: %w", resp.GetTypeUrl(), resp.GetVersionInfo(), err)
@@ -190,8 +193,9 @@ func (c *ADSClient) receive() {
 	}
 }
 
-// store keeps resp's resources and returns the names to ACK it with.
-func (c *ADSClient) store(resp *discoveryv3.DiscoveryResponse) ([]string, error) {
+// store keeps resp's resources, which arrived at at, and returns the names
+// to ACK it with.
+func (c *ADSClient) store(resp *discoveryv3.DiscoveryResponse, at time.Time) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch resp.GetTypeUrl() {
@@ -215,6 +219,7 @@ func (c *ADSClient) store(resp *discoveryv3.DiscoveryResponse) ([]string, error)
 				return nil, err
 			}
 			c.eds[cla.GetClusterName()] = cla
+			c.edsAt[cla.GetClusterName()] = at
 		}
 	}
 	c.acked[resp.GetTypeUrl()] = [2]string{resp.GetVersionInfo(), resp.GetNonce()}
@@ -277,6 +282,15 @@ func (c *ADSClient) EDS(name string) *endpointv3.ClusterLoadAssignment {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.eds[name]
+}
+
+// EDSReceived returns when the last endpoints of the cluster name arrived
+// (zero before any did): a latency measured from it leaves out how long the
+// test took to look.
+func (c *ADSClient) EDSReceived(name string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.edsAt[name]
 }
 
 // wait calls check, under c.mu, after every response until it is true,

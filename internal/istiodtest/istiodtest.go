@@ -334,6 +334,9 @@ func freePort() (int, error) {
 	return port, l.Close()
 }
 
+// Pid is istiod's process ID (for its /proc entries: RSS, CPU time).
+func (d *Istiod) Pid() int { return d.proc.Pid }
+
 // waitReady polls /ready until it answers 200, then the xDS port until it
 // accepts a connection: istiod opens it just after it turns ready.
 func (d *Istiod) waitReady(ctx context.Context) error {

@@ -16,6 +16,8 @@ import (
 type Process struct {
 	// LogPath is the file that holds the process's stdout and stderr.
 	LogPath string
+	// Pid is the process's ID (for its /proc entries: RSS, CPU time).
+	Pid int
 
 	name    string
 	done    chan struct{} // closed when the process has exited
@@ -37,6 +39,7 @@ func Start(t testing.TB, name string, cmd *exec.Cmd, logPath string, stopTimeout
 		_ = logFile.Close()
 		t.Fatalf("%s: start %s: %v", name, cmd.Path, err)
 	}
+	p.Pid = cmd.Process.Pid
 	go func() {
 		p.waitErr = cmd.Wait()
 		_ = logFile.Close()
