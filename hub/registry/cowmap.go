@@ -1,8 +1,17 @@
 package registry
 
+import "strings"
+
 // cowBuckets trades copy cost per snapshot (the bucket array) against copy
 // cost per changed key (one bucket).
 const cowBuckets = 256
+
+// cowGroup is how many buckets the keys of one cluster share in a
+// grouped cowMap. A cluster's full state then rewrites a sixteenth of the
+// workloads, not every bucket: at 1,000 clusters, each full state had
+// copied the whole clusterset's workloads. The price is a cluster of more
+// than a sixteenth of them, whose changes clone larger buckets.
+const cowGroup = 16
 
 // cowMap is a string-keyed map whose copies share storage: copying costs
 // one array of bucket pointers, and a change clones only the bucket it
@@ -12,20 +21,31 @@ const cowBuckets = 256
 type cowMap[V any] struct {
 	buckets [cowBuckets]map[string]V
 	len     int
+	// grouped: keys are "cluster/..." and each cluster's keys share
+	// cowGroup buckets.
+	grouped bool
 }
 
-func bucketOf(key string) int {
-	// FNV-1a: cheap, stable, good enough to spread keys.
+func (m *cowMap[V]) bucketOf(key string) int {
+	if !m.grouped {
+		return int(fnv1a(key) % cowBuckets)
+	}
+	cluster, rest, _ := strings.Cut(key, "/")
+	return int((fnv1a(cluster) + fnv1a(rest)%cowGroup) % cowBuckets)
+}
+
+// fnv1a is cheap, stable, and good enough to spread keys.
+func fnv1a(s string) uint32 {
 	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
 		h *= 16777619
 	}
-	return int(h % cowBuckets)
+	return h
 }
 
 func (m *cowMap[V]) get(key string) (V, bool) {
-	v, ok := m.buckets[bucketOf(key)][key]
+	v, ok := m.buckets[m.bucketOf(key)][key]
 	return v, ok
 }
 
@@ -49,7 +69,7 @@ func newCowEdit[V any](base *cowMap[V]) *cowEdit[V] {
 }
 
 func (e *cowEdit[V]) bucket(key string) map[string]V {
-	i := bucketOf(key)
+	i := e.m.bucketOf(key)
 	if !e.owned[i] {
 		old := e.m.buckets[i]
 		b := make(map[string]V, len(old)+1)

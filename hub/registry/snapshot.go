@@ -21,7 +21,11 @@ type Snapshot struct {
 }
 
 func emptySnapshot() *Snapshot {
-	return &Snapshot{clusters: map[federation.ClusterID]*federation.ClusterInfo{}, done: make(chan struct{})}
+	return &Snapshot{
+		clusters:  map[federation.ClusterID]*federation.ClusterInfo{},
+		workloads: cowMap[*federation.TaggedWorkload]{grouped: true},
+		done:      make(chan struct{}),
+	}
 }
 
 // Revision increases by one with every published snapshot.
