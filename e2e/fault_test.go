@@ -134,7 +134,7 @@ func (sp *faultSpoke) diff(s *registry.Snapshot) string {
 			}
 			extra := 0
 			for _, e := range c.Endpoints {
-				if w, ok := want[federation.EndpointKey(e.Endpoint)]; !ok || !proto.Equal(e.Endpoint, w) {
+				if pb := e.Proto(); !proto.Equal(pb, want[federation.EndpointKey(pb)]) {
 					extra++
 				}
 			}

@@ -21,6 +21,7 @@ type Interner struct {
 	strings    map[string]string
 	localities map[localityKey]*federationpb.Locality
 	ports      map[string][]*federationpb.EndpointPort
+	groups     map[groupKey]*endpointGroup
 }
 
 // NewInterner returns an empty interner.
@@ -29,6 +30,7 @@ func NewInterner() *Interner {
 		strings:    map[string]string{},
 		localities: map[localityKey]*federationpb.Locality{},
 		ports:      map[string][]*federationpb.EndpointPort{},
+		groups:     map[groupKey]*endpointGroup{},
 	}
 }
 
@@ -84,19 +86,9 @@ func (in *Interner) endpointPorts(ps []*federationpb.EndpointPort) []*federation
 	return ps
 }
 
-// Update makes the messages of u share what they can. Unknown fields
-// keep a message out of it: sharing would mix them up.
+// Update makes the workloads of u share what they can (its endpoints are
+// shared as the registry converts them: see Endpoint).
 func (in *Interner) Update(u *federationpb.ShardUpdate) {
-	for _, ep := range u.GetEndpoints() {
-		ep.Namespace, ep.Service, ep.Node, ep.Network = in.str(ep.GetNamespace()), in.str(ep.GetService()), in.str(ep.GetNode()), in.str(ep.GetNetwork())
-		ep.Locality = in.Locality(ep.GetLocality())
-		if !hasUnknown(ep.GetPorts()) {
-			ep.Ports = in.endpointPorts(ep.GetPorts())
-		}
-		if ref := ep.GetWorkload(); ref != nil {
-			ref.Kind = in.str(ref.GetKind())
-		}
-	}
 	for _, w := range u.GetWorkloads() {
 		w.Namespace, w.ServiceAccount, w.Node, w.Network = in.str(w.GetNamespace()), in.str(w.GetServiceAccount()), in.str(w.GetNode()), in.str(w.GetNetwork())
 		w.App, w.Version = in.str(w.GetApp()), in.str(w.GetVersion())

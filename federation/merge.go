@@ -17,7 +17,7 @@ const ClustersetDomain = "clusterset.local"
 type TaggedEndpoint struct {
 	Cluster ClusterID
 	Network NetworkID
-	*federationpb.Endpoint
+	*Endpoint
 }
 
 // TaggedWorkload is a workload with the cluster and network it lives on.
@@ -400,7 +400,7 @@ func joinClusters(ids []ClusterID) string {
 // TagEndpoints tags endpoints with their cluster and network (the
 // endpoint's own network override, else the cluster's) and sorts them by
 // address.
-func TagEndpoints(cluster ClusterID, network NetworkID, eps []*federationpb.Endpoint) []TaggedEndpoint {
+func TagEndpoints(cluster ClusterID, network NetworkID, eps []*Endpoint) []TaggedEndpoint {
 	out := make([]TaggedEndpoint, 0, len(eps))
 	for _, e := range eps {
 		n := network

@@ -203,8 +203,8 @@ func servicesResponse(s *registry.Snapshot, collisions []clustersetip.Collision)
 				if l := e.GetLocality(); l != nil {
 					ep.Locality = l.GetRegion() + "/" + l.GetZone() + "/" + l.GetSubzone()
 				}
-				if wr := e.GetWorkload(); wr != nil {
-					ep.Workload = wr.GetKind() + "/" + wr.GetName()
+				if wr, ok := e.Workload(); ok {
+					ep.Workload = wr.Kind + "/" + wr.Name
 				}
 				for _, p := range e.GetPorts() {
 					ep.Ports = append(ep.Ports, Port{Name: p.GetName(), Port: p.GetPort(), Protocol: protocolName(p.GetProtocol())})

@@ -233,9 +233,9 @@ func (b Builder) source(c federation.ClusterService, headless bool, ports []*fed
 	var order []federation.NetworkID
 	for _, e := range c.Endpoints {
 		if e.Network == network {
-			src.Endpoints = append(src.Endpoints, e.Endpoint)
-			if uid := e.GetWorkload().GetUid(); b.Workload != nil && uid != "" {
-				if w, ok := b.Workload(federation.WorkloadKey(c.Cluster, uid)); ok {
+			src.Endpoints = append(src.Endpoints, e.Proto())
+			if ref, _ := e.Workload(); b.Workload != nil && ref.UID != "" {
+				if w, ok := b.Workload(federation.WorkloadKey(c.Cluster, ref.UID)); ok {
 					src.Workloads = append(src.Workloads, w.Workload)
 				}
 			}

@@ -105,7 +105,7 @@ func BenchmarkApplyDelta(b *testing.B) {
 		// Two versions of one endpoint; every delta sends the one the shard
 		// does not hold, so that every delta changes something.
 		eps := r.shards["c0"].endpoints[bc.service]
-		e := eps[slices.Min(slices.Collect(maps.Keys(eps)))]
+		e := eps[slices.Min(slices.Collect(maps.Keys(eps)))].Proto()
 		notReady := proto.CloneOf(e)
 		notReady.Ready = false
 		flip := [2]*federationpb.ShardUpdate{

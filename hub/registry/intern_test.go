@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -27,23 +28,23 @@ func TestRegistrySharesEqualPartsOfMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ := r.Current().Service("demo/echo")
-	got := map[string]*federationpb.Endpoint{}
+	got := map[string]*federation.Endpoint{}
 	for _, e := range v.Clusters[0].Endpoints {
 		got[e.GetAddress()] = e.Endpoint
 	}
-	a, b, c, d = got["10.0.0.1"], got["10.0.0.2"], got["10.0.0.3"], got["10.0.0.4"]
-	if a.Locality != b.Locality || &a.Ports[0] != &b.Ports[0] {
+	ga, gb, gc, gd := got["10.0.0.1"], got["10.0.0.2"], got["10.0.0.3"], got["10.0.0.4"]
+	if ga.GetLocality() != gb.GetLocality() || &ga.GetPorts()[0] != &gb.GetPorts()[0] {
 		t.Error("two endpoints with equal localities and ports hold two copies")
 	}
-	if a.Locality == c.Locality || c.Locality.GetZone() != "z2" || c.Ports[0].GetPort() != 9090 {
-		t.Errorf("different values were merged: %v %v", c.Locality, c.Ports)
+	if ga.GetLocality() == gc.GetLocality() || gc.GetLocality().GetZone() != "z2" || gc.GetPorts()[0].GetPort() != 9090 {
+		t.Errorf("different values were merged: %v %v", gc.GetLocality(), gc.GetPorts())
 	}
-	if d.Locality == a.Locality || len(d.Locality.ProtoReflect().GetUnknown()) == 0 {
+	if gd.GetLocality() == ga.GetLocality() || len(gd.GetLocality().ProtoReflect().GetUnknown()) == 0 {
 		t.Error("a locality with unknown fields was replaced by a shared one")
 	}
 	ws, _ := r.Current().Workload("east/u1")
 	ws2, _ := r.Current().Workload("east/u2")
-	if ws.Locality != ws2.Locality || ws.Locality != a.Locality {
+	if ws.Locality != ws2.Locality || ws.Locality != ga.GetLocality() {
 		t.Error("workloads do not share their cluster's locality")
 	}
 
@@ -53,7 +54,9 @@ func TestRegistrySharesEqualPartsOfMessages(t *testing.T) {
 	if err := conn.Apply("s", &federationpb.ShardUpdate{Version: 2, Endpoints: []*federationpb.Endpoint{e}}); err != nil {
 		t.Fatal(err)
 	}
-	if e.Locality != a.Locality || &e.Ports[0] != &a.Ports[0] {
+	v, _ = r.Current().Service("demo/echo")
+	ge := v.Clusters[0].Endpoints[len(v.Clusters[0].Endpoints)-1]
+	if ge.GetAddress() != "10.0.0.5" || ge.GetLocality() != ga.GetLocality() || &ge.GetPorts()[0] != &ga.GetPorts()[0] {
 		t.Error("a delta's endpoint does not share the shard's locality and ports")
 	}
 }

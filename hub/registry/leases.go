@@ -135,7 +135,7 @@ func (r *Registry) withdrawLocked(s *shard) {
 		ch.workload(uid)
 	}
 	s.services = map[string]*federationpb.Service{}
-	s.endpoints = map[string]map[string]*federationpb.Endpoint{}
+	s.endpoints = map[string]map[string]*federation.Endpoint{}
 	s.nEndpoint = 0
 	s.workloads = map[string]*federationpb.Workload{}
 	s.tagged = map[string][]federation.TaggedEndpoint{}

@@ -112,7 +112,7 @@ func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool
 	}
 	for _, m := range s.endpoints {
 		for k, ep := range m {
-			if refuse(c.CheckEndpoint(ep)) {
+			if refuse(c.CheckEndpoint(ep.Proto())) { // policy changes are rare: a message each is fine
 				u.RemovedEndpoints = append(u.RemovedEndpoints, k)
 			}
 		}

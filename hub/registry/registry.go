@@ -141,7 +141,7 @@ type shard struct {
 	session   string
 	version   uint64
 	services  map[string]*federationpb.Service
-	endpoints map[string]map[string]*federationpb.Endpoint // service key → endpoint key → endpoint
+	endpoints map[string]map[string]*federation.Endpoint // service key → endpoint key → endpoint
 	nEndpoint int
 	workloads map[string]*federationpb.Workload
 	// tagged caches each service's endpoints tagged and sorted, as
@@ -168,7 +168,7 @@ func newShard(id federation.ClusterID) *shard {
 	return &shard{
 		id:        id,
 		services:  map[string]*federationpb.Service{},
-		endpoints: map[string]map[string]*federationpb.Endpoint{},
+		endpoints: map[string]map[string]*federation.Endpoint{},
 		workloads: map[string]*federationpb.Workload{},
 		tagged:    map[string][]federation.TaggedEndpoint{},
 		intern:    federation.NewInterner(),
@@ -188,7 +188,7 @@ func (s *shard) taggedEndpoints(key string) []federation.TaggedEndpoint {
 // editTagged applies a delta's endpoint changes of one service to its
 // cached sorted slice, in O(n + k log k) instead of a rebuild. The old
 // slice is left alone: published snapshots hold it.
-func (s *shard) editTagged(key string, upserts []*federationpb.Endpoint, removed map[string]bool) {
+func (s *shard) editTagged(key string, upserts []*federation.Endpoint, removed map[string]bool) {
 	old, ok := s.tagged[key]
 	if !ok {
 		return // built on first use
@@ -680,17 +680,34 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	}
 	s.services = services
 
-	endpoints := make(map[string]map[string]*federationpb.Endpoint, len(s.endpoints))
-	for _, ep := range u.GetEndpoints() {
-		sk := federation.ServiceKey(ep.GetNamespace(), ep.GetService())
-		ek := federation.EndpointKey(ep)
+	workloads := make(map[string]*federationpb.Workload, len(u.GetWorkloads()))
+	for _, w := range u.GetWorkloads() {
+		workloads[w.GetUid()] = w
+		if old, ok := s.workloads[w.GetUid()]; !ok || !old.EqualVT(w) {
+			ch.workload(w.GetUid())
+		} else {
+			workloads[w.GetUid()] = old
+		}
+	}
+	for uid := range s.workloads {
+		if _, ok := workloads[uid]; !ok {
+			ch.workload(uid)
+		}
+	}
+	s.workloads = workloads
+
+	endpoints := make(map[string]map[string]*federation.Endpoint, len(s.endpoints))
+	for _, pb := range u.GetEndpoints() {
+		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
+		ek := federation.EndpointKey(pb)
 		m := endpoints[sk]
 		if m == nil {
-			m = map[string]*federationpb.Endpoint{}
+			m = map[string]*federation.Endpoint{}
 			endpoints[sk] = m
 		}
+		ep := s.intern.Endpoint(pb, s.workloads[pb.GetWorkload().GetUid()])
 		m[ek] = ep
-		if old, ok := s.endpoints[sk][ek]; !ok || !old.EqualVT(ep) {
+		if old, ok := s.endpoints[sk][ek]; !ok || !old.Equal(ep) {
 			ch.service(sk)
 		} else {
 			m[ek] = old
@@ -709,22 +726,6 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	for k := range ch.services {
 		delete(s.tagged, k)
 	}
-
-	workloads := make(map[string]*federationpb.Workload, len(u.GetWorkloads()))
-	for _, w := range u.GetWorkloads() {
-		workloads[w.GetUid()] = w
-		if old, ok := s.workloads[w.GetUid()]; !ok || !old.EqualVT(w) {
-			ch.workload(w.GetUid())
-		} else {
-			workloads[w.GetUid()] = old
-		}
-	}
-	for uid := range s.workloads {
-		if _, ok := workloads[uid]; !ok {
-			ch.workload(uid)
-		}
-	}
-	s.workloads = workloads
 	return ch
 }
 
@@ -783,8 +784,20 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 			ch.service(k)
 		}
 	}
+	for _, uid := range u.GetRemovedWorkloads() {
+		if _, ok := s.workloads[uid]; ok {
+			delete(s.workloads, uid)
+			ch.workload(uid)
+		}
+	}
+	for _, w := range u.GetWorkloads() {
+		if !s.workloads[w.GetUid()].EqualVT(w) {
+			s.workloads[w.GetUid()] = w
+			ch.workload(w.GetUid())
+		}
+	}
 	type edit struct {
-		upserts []*federationpb.Endpoint
+		upserts []*federation.Endpoint
 		removed map[string]bool // addresses
 	}
 	edits := map[string]*edit{}
@@ -810,19 +823,20 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 			}
 		}
 	}
-	for _, ep := range u.GetEndpoints() {
-		sk := federation.ServiceKey(ep.GetNamespace(), ep.GetService())
-		ek := federation.EndpointKey(ep)
+	for _, pb := range u.GetEndpoints() {
+		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
+		ek := federation.EndpointKey(pb)
 		m := s.endpoints[sk]
 		if m == nil {
-			m = map[string]*federationpb.Endpoint{}
+			m = map[string]*federation.Endpoint{}
 			s.endpoints[sk] = m
 		}
+		ep := s.intern.Endpoint(pb, s.workloads[pb.GetWorkload().GetUid()])
 		old, ok := m[ek]
 		if !ok {
 			s.nEndpoint++
 		}
-		if !ok || !old.EqualVT(ep) {
+		if !ok || !old.Equal(ep) {
 			m[ek] = ep
 			ch.service(sk)
 			editOf(sk).upserts = append(editOf(sk).upserts, ep)
@@ -830,18 +844,6 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 	}
 	for sk, e := range edits {
 		s.editTagged(sk, e.upserts, e.removed)
-	}
-	for _, uid := range u.GetRemovedWorkloads() {
-		if _, ok := s.workloads[uid]; ok {
-			delete(s.workloads, uid)
-			ch.workload(uid)
-		}
-	}
-	for _, w := range u.GetWorkloads() {
-		if !s.workloads[w.GetUid()].EqualVT(w) {
-			s.workloads[w.GetUid()] = w
-			ch.workload(w.GetUid())
-		}
 	}
 	return ch
 }

@@ -299,7 +299,7 @@ func TestRegistryRandomDeltas(t *testing.T) {
 			u.Cluster = &federationpb.Cluster{Id: "east", Network: "n1"}
 			u.Services = []*federationpb.Service{svc("echo"), svc("other")}
 			for _, e := range r.shards["east"].endpoints["demo/echo"] {
-				u.Endpoints = append(u.Endpoints, e)
+				u.Endpoints = append(u.Endpoints, e.Proto())
 			}
 		} else {
 			touched := map[string]bool{}

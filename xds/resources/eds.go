@@ -423,7 +423,7 @@ func metadata(k metaKey) *corev3.Metadata {
 // terminating ones that still serve DRAINING, so that Envoy lets their
 // requests finish (grpc-go ignores them); everything else not at all.
 // Terminating wins over a contradictory ready flag.
-func healthOf(ep *federationpb.Endpoint) (corev3.HealthStatus, bool) {
+func healthOf(ep *federation.Endpoint) (corev3.HealthStatus, bool) {
 	switch {
 	case ep.GetTerminating():
 		return corev3.HealthStatus_DRAINING, ep.GetServing() || ep.GetReady()
@@ -438,7 +438,7 @@ func healthOf(ep *federationpb.Endpoint) (corev3.HealthStatus, bool) {
 // port of the same name, or, for an unnamed service port, the endpoint's
 // only port. Ports are matched by name because a merged service's port
 // numbers may map to different target ports in each cluster.
-func endpointPort(ep *federationpb.Endpoint, sp *federationpb.ServicePort) (uint32, bool) {
+func endpointPort(ep *federation.Endpoint, sp *federationpb.ServicePort) (uint32, bool) {
 	ports := ep.GetPorts()
 	var match *federationpb.EndpointPort
 	for _, p := range ports {

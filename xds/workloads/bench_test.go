@@ -53,7 +53,7 @@ func benchFleet(services, perCluster int) *fakeSnapshot {
 					Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: pod},
 				})
 			}
-			part.Endpoints = federation.TagEndpoints(info.ID, info.Network, eps)
+			part.Endpoints = federation.TagEndpoints(info.ID, info.Network, federation.NewEndpoints(eps...))
 			parts = append(parts, part)
 		}
 		f.services["demo/"+name] = federation.MergeService(parts)
@@ -73,8 +73,9 @@ func notReady(v *federation.ServiceView, c federation.ClusterID, address string)
 		part.Endpoints = slices.Clone(part.Endpoints)
 		for j, e := range part.Endpoints {
 			if e.GetAddress() == address {
-				e.Endpoint = proto.CloneOf(e.Endpoint)
-				e.Ready = false
+				pb := e.Proto()
+				pb.Ready = false
+				e.Endpoint = federation.NewEndpoint(pb)
 				part.Endpoints[j] = e
 			}
 		}

@@ -360,11 +360,11 @@ func (b *Builder) reindexService(key string, v *federation.ServiceView) map[stri
 	if v != nil {
 		for _, c := range v.Clusters {
 			for _, e := range c.Endpoints {
-				ref := e.GetWorkload()
-				if ref.GetKind() != "Pod" {
+				ref, _ := e.Workload()
+				if ref.Kind != "Pod" {
 					continue
 				}
-				pk := string(c.Cluster) + "/" + e.GetNamespace() + "/" + ref.GetName()
+				pk := string(c.Cluster) + "/" + e.GetNamespace() + "/" + ref.Name
 				wk, ok := b.pods[pk]
 				if !ok {
 					if b.waiting[pk] == nil {
@@ -412,7 +412,7 @@ func (b *Builder) reindexService(key string, v *federation.ServiceView) map[stri
 }
 
 // portsOf maps a service's ports to an endpoint's, by port name.
-func portsOf(v *federation.ServiceView, e *federationpb.Endpoint) []port {
+func portsOf(v *federation.ServiceView, e *federation.Endpoint) []port {
 	var out []port
 	for _, sp := range v.Ports {
 		for _, ep := range e.GetPorts() {

@@ -48,7 +48,7 @@ func (c *Clusterset) SetService(cluster federation.ClusterID, svc *federationpb.
 		c.exports[key] = map[federation.ClusterID]*federation.ClusterService{}
 	}
 	network := c.clusters[cluster].Network
-	tagged := federation.TagEndpoints(cluster, network, eps)
+	tagged := federation.TagEndpoints(cluster, network, federation.NewEndpoints(eps...))
 	slices.SortFunc(tagged, func(a, b federation.TaggedEndpoint) int { return cmp.Compare(a.GetAddress(), b.GetAddress()) })
 	c.exports[key][cluster] = &federation.ClusterService{Cluster: cluster, Network: network, Service: svc, Endpoints: tagged}
 	c.pending.Services = append(c.pending.Services, key)

@@ -1,0 +1,226 @@
+package federation
+
+import (
+	"slices"
+
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// Endpoint is an endpoint as the hub holds it. The generated message and
+// its workload reference take 288 bytes before their strings; this takes
+// 96, because the endpoints of one service in one zone share what they
+// have in common (an endpointGroup) and the workload reference's name and
+// uid are the endpoint's own fields. Unknown fields are not kept: the hub
+// reads none. It is immutable; Proto rebuilds the message.
+type Endpoint struct {
+	group        *endpointGroup
+	address      string
+	node         string
+	hostname     string
+	workloadName string
+	workloadUID  string
+	ready        bool
+	serving      bool
+	terminating  bool
+	// hasWorkload: the message had a workload reference, even an empty one.
+	hasWorkload bool
+}
+
+// endpointGroup is what the endpoints of one service in one zone share.
+type endpointGroup struct {
+	namespace, service, network, workloadKind string
+	ports                                     []*federationpb.EndpointPort
+	locality                                  *federationpb.Locality
+}
+
+// groupKey identifies an interned group: its strings, and its ports and
+// locality by the interner's shared copies.
+type groupKey struct {
+	namespace, service, network, workloadKind string
+	ports                                     *federationpb.EndpointPort // the first of the shared slice
+	nPorts                                    int
+	locality                                  *federationpb.Locality
+}
+
+// WorkloadRef names the workload behind an endpoint.
+type WorkloadRef struct {
+	Kind, Name, UID string
+}
+
+// NewEndpoint returns the hub's form of an endpoint message, sharing
+// nothing with other endpoints (the registry interns; see
+// Interner.Endpoint).
+func NewEndpoint(pb *federationpb.Endpoint) *Endpoint { return (*Interner)(nil).Endpoint(pb, nil) }
+
+// NewEndpoints converts messages with NewEndpoint.
+func NewEndpoints(pbs ...*federationpb.Endpoint) []*Endpoint {
+	out := make([]*Endpoint, len(pbs))
+	for i, pb := range pbs {
+		out[i] = NewEndpoint(pb)
+	}
+	return out
+}
+
+// Endpoint returns the hub's form of pb, sharing its group with the
+// interner's other endpoints of the same service, zone and ports, and its
+// workload reference's strings with w, the workload it names (nil: not
+// known). A nil interner shares nothing.
+func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *federationpb.Workload) *Endpoint {
+	g := &endpointGroup{
+		namespace: pb.GetNamespace(), service: pb.GetService(), network: pb.GetNetwork(),
+		workloadKind: pb.GetWorkload().GetKind(), ports: pb.GetPorts(), locality: pb.GetLocality(),
+	}
+	e := &Endpoint{
+		address: pb.GetAddress(), node: pb.GetNode(), hostname: pb.GetHostname(),
+		workloadName: pb.GetWorkload().GetName(), workloadUID: pb.GetWorkload().GetUid(),
+		ready: pb.GetReady(), serving: pb.GetServing(), terminating: pb.GetTerminating(),
+		hasWorkload: pb.GetWorkload() != nil,
+	}
+	if w != nil && w.GetUid() == e.workloadUID {
+		e.workloadUID = w.GetUid()
+		if w.GetName() == e.workloadName {
+			e.workloadName = w.GetName()
+		}
+	}
+	if in == nil {
+		e.group = g
+		return e
+	}
+	e.node = in.str(e.node)
+	g.namespace, g.service, g.network, g.workloadKind = in.str(g.namespace), in.str(g.service), in.str(g.network), in.str(g.workloadKind)
+	g.locality = in.Locality(g.locality)
+	if !hasUnknown(g.ports) {
+		g.ports = in.endpointPorts(g.ports)
+	}
+	k := groupKey{namespace: g.namespace, service: g.service, network: g.network, workloadKind: g.workloadKind, nPorts: len(g.ports), locality: g.locality}
+	if len(g.ports) > 0 {
+		k.ports = g.ports[0]
+	}
+	if shared, ok := in.groups[k]; ok {
+		e.group = shared
+	} else {
+		in.groups[k] = g
+		e.group = g
+	}
+	return e
+}
+
+// Proto returns the endpoint as a message, sharing its ports and
+// locality.
+func (e *Endpoint) Proto() *federationpb.Endpoint {
+	pb := &federationpb.Endpoint{
+		Namespace: e.GetNamespace(), Service: e.GetService(), Address: e.address, Ports: e.GetPorts(),
+		Ready: e.ready, Serving: e.serving, Terminating: e.terminating, Node: e.node, Locality: e.GetLocality(),
+		Hostname: e.hostname, Network: e.GetNetwork(),
+	}
+	if ref, ok := e.Workload(); ok {
+		pb.Workload = &federationpb.WorkloadRef{Kind: ref.Kind, Name: ref.Name, Uid: ref.UID}
+	}
+	return pb
+}
+
+// Equal reports whether e and o hold the same endpoint.
+func (e *Endpoint) Equal(o *Endpoint) bool {
+	if e == nil || o == nil {
+		return e == o
+	}
+	return e.address == o.address && e.node == o.node && e.hostname == o.hostname &&
+		e.workloadName == o.workloadName && e.workloadUID == o.workloadUID &&
+		e.ready == o.ready && e.serving == o.serving && e.terminating == o.terminating &&
+		e.hasWorkload == o.hasWorkload && e.group.equal(o.group)
+}
+
+func (g *endpointGroup) equal(o *endpointGroup) bool {
+	if g == o {
+		return true
+	}
+	return g.namespace == o.namespace && g.service == o.service && g.network == o.network &&
+		g.workloadKind == o.workloadKind && g.locality.EqualVT(o.locality) &&
+		slices.EqualFunc(g.ports, o.ports, (*federationpb.EndpointPort).EqualVT)
+}
+
+// The getters are named as the message's, so that readers of either read
+// alike. Like the message's, they are safe on nil.
+
+// GetNamespace is the namespace of the endpoint's service.
+func (e *Endpoint) GetNamespace() string {
+	if e == nil {
+		return ""
+	}
+	return e.group.namespace
+}
+
+// GetService is the name of the endpoint's service.
+func (e *Endpoint) GetService() string {
+	if e == nil {
+		return ""
+	}
+	return e.group.service
+}
+
+// GetAddress is the endpoint's IP address.
+func (e *Endpoint) GetAddress() string {
+	if e == nil {
+		return ""
+	}
+	return e.address
+}
+
+// GetPorts returns the endpoint's ports, shared: do not modify them.
+func (e *Endpoint) GetPorts() []*federationpb.EndpointPort {
+	if e == nil {
+		return nil
+	}
+	return e.group.ports
+}
+
+// GetReady reports the endpoint ready.
+func (e *Endpoint) GetReady() bool { return e != nil && e.ready }
+
+// GetServing reports the endpoint serving (ready or not, while it terminates).
+func (e *Endpoint) GetServing() bool { return e != nil && e.serving }
+
+// GetTerminating reports the endpoint terminating.
+func (e *Endpoint) GetTerminating() bool { return e != nil && e.terminating }
+
+// GetNode is the name of the endpoint's node.
+func (e *Endpoint) GetNode() string {
+	if e == nil {
+		return ""
+	}
+	return e.node
+}
+
+// GetLocality returns the endpoint's locality, shared: do not modify it.
+func (e *Endpoint) GetLocality() *federationpb.Locality {
+	if e == nil {
+		return nil
+	}
+	return e.group.locality
+}
+
+// GetHostname is the endpoint's DNS hostname, for headless services.
+func (e *Endpoint) GetHostname() string {
+	if e == nil {
+		return ""
+	}
+	return e.hostname
+}
+
+// GetNetwork is the endpoint's own network, overriding its cluster's
+// ("": its cluster's).
+func (e *Endpoint) GetNetwork() string {
+	if e == nil {
+		return ""
+	}
+	return e.group.network
+}
+
+// Workload returns the reference to the endpoint's workload, if it has
+// one.
+func (e *Endpoint) Workload() (WorkloadRef, bool) {
+	if e == nil || !e.hasWorkload {
+		return WorkloadRef{}, false
+	}
+	return WorkloadRef{Kind: e.group.workloadKind, Name: e.workloadName, UID: e.workloadUID}, true
+}

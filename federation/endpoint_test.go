@@ -1,0 +1,115 @@
+package federation
+
+import (
+	"testing"
+	"unsafe"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+func fullEndpoint() *federationpb.Endpoint {
+	return &federationpb.Endpoint{
+		Namespace: "demo", Service: "echo", Address: "10.0.0.1",
+		Ports: []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, AppProtocol: "grpc", Port: 9090}},
+		Ready: true, Serving: true, Terminating: true, Node: "node-1",
+		Locality: &federationpb.Locality{Region: "r1", Zone: "z1", Subzone: "s1"},
+		Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: "echo-1", Uid: "uid-1"},
+		Hostname: "echo-1", Network: "n2",
+	}
+}
+
+// TestEndpointKeepsEveryField: the hub's form holds every field the
+// message defines, and gives them back alike.
+func TestEndpointKeepsEveryField(t *testing.T) {
+	want := fullEndpoint()
+	if n := want.ProtoReflect().Descriptor().Fields().Len(); n != 12 {
+		t.Fatalf("the Endpoint message has %d fields, this test and Endpoint know 12: add the new one to both", n)
+	}
+	if n := want.GetWorkload().ProtoReflect().Descriptor().Fields().Len(); n != 3 {
+		t.Fatalf("the WorkloadRef message has %d fields, this test and Endpoint know 3: add the new one to both", n)
+	}
+	for _, pb := range []*federationpb.Endpoint{want, {Address: "10.0.0.2"}, {Address: "10.0.0.3", Workload: &federationpb.WorkloadRef{}}} {
+		in := NewInterner()
+		for _, e := range []*Endpoint{NewEndpoint(pb), in.Endpoint(pb, nil)} {
+			if got := e.Proto(); !proto.Equal(got, pb) {
+				t.Errorf("round trip:\n got %v\nwant %v", got, pb)
+			}
+		}
+	}
+	e := NewEndpoint(want)
+	ref, ok := e.Workload()
+	if !ok || ref != (WorkloadRef{Kind: "Pod", Name: "echo-1", UID: "uid-1"}) {
+		t.Errorf("Workload() = %+v, %v", ref, ok)
+	}
+	if _, ok := NewEndpoint(&federationpb.Endpoint{}).Workload(); ok {
+		t.Error("an endpoint without a workload reference has one")
+	}
+	var none *Endpoint
+	if none.GetAddress() != "" || none.GetPorts() != nil || none.GetReady() || none.GetLocality() != nil || none.GetNamespace() != "" {
+		t.Error("a nil endpoint's getters are not zero")
+	}
+}
+
+func TestEndpointEqual(t *testing.T) {
+	base := NewEndpoint(fullEndpoint())
+	same := NewInterner().Endpoint(fullEndpoint(), nil)
+	if !base.Equal(same) || !same.Equal(base) {
+		t.Error("equal endpoints from two interners differ")
+	}
+	for name, change := range map[string]func(*federationpb.Endpoint){
+		"address":       func(e *federationpb.Endpoint) { e.Address = "10.0.0.9" },
+		"ready":         func(e *federationpb.Endpoint) { e.Ready = false },
+		"serving":       func(e *federationpb.Endpoint) { e.Serving = false },
+		"terminating":   func(e *federationpb.Endpoint) { e.Terminating = false },
+		"node":          func(e *federationpb.Endpoint) { e.Node = "node-2" },
+		"hostname":      func(e *federationpb.Endpoint) { e.Hostname = "" },
+		"network":       func(e *federationpb.Endpoint) { e.Network = "" },
+		"namespace":     func(e *federationpb.Endpoint) { e.Namespace = "other" },
+		"service":       func(e *federationpb.Endpoint) { e.Service = "other" },
+		"port":          func(e *federationpb.Endpoint) { e.Ports[0].Port = 9091 },
+		"no ports":      func(e *federationpb.Endpoint) { e.Ports = nil },
+		"zone":          func(e *federationpb.Endpoint) { e.Locality.Zone = "z2" },
+		"workload name": func(e *federationpb.Endpoint) { e.Workload.Name = "echo-2" },
+		"workload uid":  func(e *federationpb.Endpoint) { e.Workload.Uid = "uid-2" },
+		"workload kind": func(e *federationpb.Endpoint) { e.Workload.Kind = "Job" },
+		"no workload":   func(e *federationpb.Endpoint) { e.Workload = nil },
+	} {
+		pb := fullEndpoint()
+		change(pb)
+		if other := NewEndpoint(pb); base.Equal(other) || other.Equal(base) {
+			t.Errorf("endpoints that differ in %s are equal", name)
+		}
+	}
+	if base.Equal(nil) || !(*Endpoint)(nil).Equal(nil) {
+		t.Error("nil is equal to an endpoint, or not to itself")
+	}
+}
+
+// TestInternerSharesEndpointGroups: endpoints of one service, zone and
+// ports share one group whatever their node; a workload's strings are
+// shared with the reference to it.
+func TestInternerSharesEndpointGroups(t *testing.T) {
+	in := NewInterner()
+	a, b, c := fullEndpoint(), fullEndpoint(), fullEndpoint()
+	b.Address, b.Node = "10.0.0.2", "node-2"
+	c.Address, c.Locality.Zone = "10.0.0.3", "z2"
+	w := &federationpb.Workload{Uid: "uid-1", Name: "echo-1"}
+	ea, eb, ec := in.Endpoint(a, w), in.Endpoint(b, nil), in.Endpoint(c, nil)
+	if ea.group != eb.group {
+		t.Error("two endpoints of one service and zone on two nodes hold two groups")
+	}
+	if ea.group == ec.group || ec.GetLocality().GetZone() != "z2" {
+		t.Error("endpoints of two zones share a group")
+	}
+	if eb.GetNode() != "node-2" || ea.GetNode() != "node-1" {
+		t.Errorf("nodes %q, %q", ea.GetNode(), eb.GetNode())
+	}
+	if unsafe.StringData(ea.workloadUID) != unsafe.StringData(w.GetUid()) || unsafe.StringData(ea.workloadName) != unsafe.StringData(w.GetName()) {
+		t.Error("the workload reference holds its own copies of the workload's uid and name")
+	}
+	if eb.workloadUID != "uid-1" {
+		t.Errorf("uid %q", eb.workloadUID)
+	}
+}
