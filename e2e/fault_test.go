@@ -149,7 +149,7 @@ func (sp *faultSpoke) diff(s *registry.Snapshot) string {
 	var workloads []*federationpb.Workload
 	for _, w := range s.Workloads() {
 		if w.Cluster == "east" {
-			workloads = append(workloads, w.Workload)
+			workloads = append(workloads, w.Proto())
 		}
 	}
 	if !slices.EqualFunc(workloads, sp.workloads, func(a, b *federationpb.Workload) bool { return proto.Equal(a, b) }) {

@@ -65,7 +65,7 @@ func NewEndpoints(pbs ...*federationpb.Endpoint) []*Endpoint {
 // interner's other endpoints of the same service, zone and ports, and its
 // workload reference's strings with w, the workload it names (nil: not
 // known). A nil interner shares nothing.
-func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *federationpb.Workload) *Endpoint {
+func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 	g := &endpointGroup{
 		namespace: pb.GetNamespace(), service: pb.GetService(), network: pb.GetNetwork(),
 		workloadKind: pb.GetWorkload().GetKind(), ports: pb.GetPorts(), locality: pb.GetLocality(),
@@ -76,10 +76,13 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *federationpb.Workload
 		ready: pb.GetReady(), serving: pb.GetServing(), terminating: pb.GetTerminating(),
 		hasWorkload: pb.GetWorkload() != nil,
 	}
-	if w != nil && w.GetUid() == e.workloadUID {
-		e.workloadUID = w.GetUid()
-		if w.GetName() == e.workloadName {
-			e.workloadName = w.GetName()
+	if w != nil && w.uid == e.workloadUID {
+		e.workloadUID = w.uid
+		if w.name == e.workloadName {
+			e.workloadName = w.name
+		}
+		if i := slices.Index(w.ips, e.address); i >= 0 {
+			e.address = w.ips[i]
 		}
 	}
 	if in == nil {

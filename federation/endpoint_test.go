@@ -95,7 +95,7 @@ func TestInternerSharesEndpointGroups(t *testing.T) {
 	a, b, c := fullEndpoint(), fullEndpoint(), fullEndpoint()
 	b.Address, b.Node = "10.0.0.2", "node-2"
 	c.Address, c.Locality.Zone = "10.0.0.3", "z2"
-	w := &federationpb.Workload{Uid: "uid-1", Name: "echo-1"}
+	w := NewWorkload(&federationpb.Workload{Uid: "uid-1", Name: "echo-1", Ips: []string{"10.0.0.1"}})
 	ea, eb, ec := in.Endpoint(a, w), in.Endpoint(b, nil), in.Endpoint(c, nil)
 	if ea.group != eb.group {
 		t.Error("two endpoints of one service and zone on two nodes hold two groups")
@@ -106,8 +106,9 @@ func TestInternerSharesEndpointGroups(t *testing.T) {
 	if eb.GetNode() != "node-2" || ea.GetNode() != "node-1" {
 		t.Errorf("nodes %q, %q", ea.GetNode(), eb.GetNode())
 	}
-	if unsafe.StringData(ea.workloadUID) != unsafe.StringData(w.GetUid()) || unsafe.StringData(ea.workloadName) != unsafe.StringData(w.GetName()) {
-		t.Error("the workload reference holds its own copies of the workload's uid and name")
+	if unsafe.StringData(ea.workloadUID) != unsafe.StringData(w.GetUid()) || unsafe.StringData(ea.workloadName) != unsafe.StringData(w.GetName()) ||
+		unsafe.StringData(ea.GetAddress()) != unsafe.StringData(w.GetIps()[0]) {
+		t.Error("the endpoint holds its own copies of its workload's uid, name or address")
 	}
 	if eb.workloadUID != "uid-1" {
 		t.Errorf("uid %q", eb.workloadUID)

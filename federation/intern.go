@@ -22,6 +22,8 @@ type Interner struct {
 	localities map[localityKey]*federationpb.Locality
 	ports      map[string][]*federationpb.EndpointPort
 	groups     map[groupKey]*endpointGroup
+
+	workloadGroups map[workloadGroup]*workloadGroup
 }
 
 // NewInterner returns an empty interner.
@@ -31,6 +33,8 @@ func NewInterner() *Interner {
 		localities: map[localityKey]*federationpb.Locality{},
 		ports:      map[string][]*federationpb.EndpointPort{},
 		groups:     map[groupKey]*endpointGroup{},
+
+		workloadGroups: map[workloadGroup]*workloadGroup{},
 	}
 }
 
@@ -84,17 +88,6 @@ func (in *Interner) endpointPorts(ps []*federationpb.EndpointPort) []*federation
 	}
 	in.ports[k] = ps
 	return ps
-}
-
-// Update makes the workloads of u share what they can (its endpoints are
-// shared as the registry converts them: see Endpoint).
-func (in *Interner) Update(u *federationpb.ShardUpdate) {
-	for _, w := range u.GetWorkloads() {
-		w.Namespace, w.ServiceAccount, w.Node, w.Network = in.str(w.GetNamespace()), in.str(w.GetServiceAccount()), in.str(w.GetNode()), in.str(w.GetNetwork())
-		w.App, w.Version = in.str(w.GetApp()), in.str(w.GetVersion())
-		w.CanonicalName, w.CanonicalRevision = in.str(w.GetCanonicalName()), in.str(w.GetCanonicalRevision())
-		w.Locality = in.Locality(w.GetLocality())
-	}
 }
 
 func hasUnknown(ps []*federationpb.EndpointPort) bool {

@@ -24,7 +24,7 @@ type TaggedEndpoint struct {
 type TaggedWorkload struct {
 	Cluster ClusterID
 	Network NetworkID
-	*federationpb.Workload
+	*Workload
 }
 
 // WorkloadKey is a workload's key in the clusterset: "cluster/uid", since
@@ -414,7 +414,7 @@ func TagEndpoints(cluster ClusterID, network NetworkID, eps []*Endpoint) []Tagge
 }
 
 // TagWorkload tags a workload with its cluster and network.
-func TagWorkload(cluster ClusterID, network NetworkID, w *federationpb.Workload) *TaggedWorkload {
+func TagWorkload(cluster ClusterID, network NetworkID, w *Workload) *TaggedWorkload {
 	if w.GetNetwork() != "" {
 		network = NetworkID(w.GetNetwork())
 	}

@@ -236,7 +236,7 @@ func (b Builder) source(c federation.ClusterService, headless bool, ports []*fed
 			src.Endpoints = append(src.Endpoints, e.Proto())
 			if ref, _ := e.Workload(); b.Workload != nil && ref.UID != "" {
 				if w, ok := b.Workload(federation.WorkloadKey(c.Cluster, ref.UID)); ok {
-					src.Workloads = append(src.Workloads, w.Workload)
+					src.Workloads = append(src.Workloads, w.Proto())
 				}
 			}
 			continue

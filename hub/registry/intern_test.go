@@ -44,7 +44,7 @@ func TestRegistrySharesEqualPartsOfMessages(t *testing.T) {
 	}
 	ws, _ := r.Current().Workload("east/u1")
 	ws2, _ := r.Current().Workload("east/u2")
-	if ws.Locality != ws2.Locality || ws.Locality != ga.GetLocality() {
+	if ws.GetLocality() != ws2.GetLocality() || ws.GetLocality() != ga.GetLocality() {
 		t.Error("workloads do not share their cluster's locality")
 	}
 

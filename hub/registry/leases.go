@@ -137,7 +137,7 @@ func (r *Registry) withdrawLocked(s *shard) {
 	s.services = map[string]*federationpb.Service{}
 	s.endpoints = map[string]map[string]*federation.Endpoint{}
 	s.nEndpoint = 0
-	s.workloads = map[string]*federationpb.Workload{}
+	s.workloads = map[string]*federation.Workload{}
 	s.tagged = map[string][]federation.TaggedEndpoint{}
 	s.intern = federation.NewInterner()
 	s.session, s.version = "", 0

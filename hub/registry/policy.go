@@ -118,7 +118,7 @@ func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool
 		}
 	}
 	for uid, w := range s.workloads {
-		if refuse(c.CheckWorkload(w)) {
+		if refuse(c.CheckWorkload(w.Proto())) {
 			u.RemovedWorkloads = append(u.RemovedWorkloads, uid)
 		}
 	}

@@ -143,7 +143,7 @@ type shard struct {
 	services  map[string]*federationpb.Service
 	endpoints map[string]map[string]*federation.Endpoint // service key → endpoint key → endpoint
 	nEndpoint int
-	workloads map[string]*federationpb.Workload
+	workloads map[string]*federation.Workload
 	// tagged caches each service's endpoints tagged and sorted, as
 	// snapshots share them; deltas edit it in place of a rebuild.
 	tagged map[string][]federation.TaggedEndpoint
@@ -169,7 +169,7 @@ func newShard(id federation.ClusterID) *shard {
 		id:        id,
 		services:  map[string]*federationpb.Service{},
 		endpoints: map[string]map[string]*federation.Endpoint{},
-		workloads: map[string]*federationpb.Workload{},
+		workloads: map[string]*federation.Workload{},
 		tagged:    map[string][]federation.TaggedEndpoint{},
 		intern:    federation.NewInterner(),
 	}
@@ -566,7 +566,6 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 			return err
 		}
 		s.intern = federation.NewInterner()
-		s.intern.Update(u)
 		changes = s.replace(u)
 	} else {
 		if s.cluster == nil || s.session != session {
@@ -579,7 +578,6 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 		if err := r.checkLimits(c.id, ns, ne, nw); err != nil {
 			return err
 		}
-		s.intern.Update(u)
 		changes = s.patch(u)
 	}
 	s.session = session
@@ -680,10 +678,11 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	}
 	s.services = services
 
-	workloads := make(map[string]*federationpb.Workload, len(u.GetWorkloads()))
-	for _, w := range u.GetWorkloads() {
+	workloads := make(map[string]*federation.Workload, len(u.GetWorkloads()))
+	for _, pb := range u.GetWorkloads() {
+		w := s.intern.Workload(pb)
 		workloads[w.GetUid()] = w
-		if old, ok := s.workloads[w.GetUid()]; !ok || !old.EqualVT(w) {
+		if old, ok := s.workloads[w.GetUid()]; !ok || !old.Equal(w) {
 			ch.workload(w.GetUid())
 		} else {
 			workloads[w.GetUid()] = old
@@ -790,8 +789,8 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 			ch.workload(uid)
 		}
 	}
-	for _, w := range u.GetWorkloads() {
-		if !s.workloads[w.GetUid()].EqualVT(w) {
+	for _, pb := range u.GetWorkloads() {
+		if w := s.intern.Workload(pb); !s.workloads[w.GetUid()].Equal(w) {
 			s.workloads[w.GetUid()] = w
 			ch.workload(w.GetUid())
 		}

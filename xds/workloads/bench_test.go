@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -42,11 +40,11 @@ func benchFleet(services, perCluster int) *fakeSnapshot {
 				n := s*perCluster + i
 				pod := fmt.Sprintf("%s-%d", name, i)
 				ip := fmt.Sprintf("10.%d.%d.%d", c, n/250, n%250+1)
-				f.workloads[federation.WorkloadKey(info.ID, "uid-"+pod)] = &federation.TaggedWorkload{Cluster: info.ID, Network: info.Network, Workload: &federationpb.Workload{
+				f.workloads[federation.WorkloadKey(info.ID, "uid-"+pod)] = &federation.TaggedWorkload{Cluster: info.ID, Network: info.Network, Workload: federation.NewWorkload(&federationpb.Workload{
 					Uid: "uid-" + pod, Namespace: "demo", Name: pod, Ips: []string{ip}, ServiceAccount: name, Node: fmt.Sprintf("node-%d", n%50),
 					Locality: &federationpb.Locality{Region: "r1", Zone: fmt.Sprintf("z%d", n%3)}, Ready: true, Ambient: true,
 					CanonicalName: name, CanonicalRevision: "v1",
-				}}
+				})}
 				eps = append(eps, &federationpb.Endpoint{
 					Namespace: "demo", Service: name, Address: ip, Ready: true,
 					Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 9090}},
@@ -116,8 +114,9 @@ func BenchmarkWorkloadAddresses(b *testing.B) {
 	// capacity of its service's split-horizon workload net-0 sees).
 	const svcKey, wk = "demo/svc-0", "c5/uid-svc-0-0"
 	w := s.workloads[wk]
-	notReadyW := &federation.TaggedWorkload{Cluster: w.Cluster, Network: w.Network, Workload: proto.CloneOf(w.Workload)}
-	notReadyW.Ready = false
+	pb := w.Proto()
+	pb.Ready = false
+	notReadyW := &federation.TaggedWorkload{Cluster: w.Cluster, Network: w.Network, Workload: federation.NewWorkload(pb)}
 	pods := [2]*federation.TaggedWorkload{notReadyW, w}
 	views := [2]*federation.ServiceView{notReady(s.services[svcKey], "c5", w.GetIps()[0]), s.services[svcKey]}
 	// Every push sends the states s does not hold.

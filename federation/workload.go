@@ -1,0 +1,201 @@
+package federation
+
+import (
+	"slices"
+
+	"github.com/meshfed/meshfed/federation/federationpb"
+)
+
+// Workload is a workload as the hub holds it: 96 bytes against the
+// generated message's 240. The pods of one namespace, service account,
+// app and version in one zone share what they have in common (a
+// workloadGroup). Unknown fields are not kept: the hub reads none. It is
+// immutable; Proto rebuilds the message.
+type Workload struct {
+	group *workloadGroup
+	uid   string
+	name  string
+	node  string
+	ips   []string
+	ready bool
+}
+
+// workloadGroup is what the workloads of one kind share.
+type workloadGroup struct {
+	namespace, serviceAccount, app, version, canonicalName, canonicalRevision, network string
+	locality                                                                           *federationpb.Locality
+	ambient, meshTLS                                                                   bool
+}
+
+// NewWorkload returns the hub's form of a workload message, sharing
+// nothing with other workloads (the registry interns; see
+// Interner.Workload).
+func NewWorkload(pb *federationpb.Workload) *Workload { return (*Interner)(nil).Workload(pb) }
+
+// Workload returns the hub's form of pb, sharing its group with the
+// interner's other workloads alike. A nil interner shares nothing.
+func (in *Interner) Workload(pb *federationpb.Workload) *Workload {
+	g := workloadGroup{
+		namespace: pb.GetNamespace(), serviceAccount: pb.GetServiceAccount(), app: pb.GetApp(), version: pb.GetVersion(),
+		canonicalName: pb.GetCanonicalName(), canonicalRevision: pb.GetCanonicalRevision(), network: pb.GetNetwork(),
+		locality: pb.GetLocality(), ambient: pb.GetAmbient(), meshTLS: pb.GetMeshTls(),
+	}
+	w := &Workload{uid: pb.GetUid(), name: pb.GetName(), node: pb.GetNode(), ips: pb.GetIps(), ready: pb.GetReady()}
+	if in == nil {
+		w.group = &g
+		return w
+	}
+	w.node = in.str(w.node)
+	g.namespace, g.serviceAccount, g.app, g.version = in.str(g.namespace), in.str(g.serviceAccount), in.str(g.app), in.str(g.version)
+	g.canonicalName, g.canonicalRevision, g.network = in.str(g.canonicalName), in.str(g.canonicalRevision), in.str(g.network)
+	g.locality = in.Locality(g.locality)
+	// The group is its own key: its strings and its interned locality.
+	if shared, ok := in.workloadGroups[g]; ok {
+		w.group = shared
+	} else {
+		w.group = &g
+		in.workloadGroups[g] = w.group
+	}
+	return w
+}
+
+// Proto returns the workload as a message, sharing its addresses and
+// locality.
+func (w *Workload) Proto() *federationpb.Workload {
+	g := w.group
+	return &federationpb.Workload{
+		Uid: w.uid, Namespace: g.namespace, Name: w.name, Ips: w.ips, ServiceAccount: g.serviceAccount,
+		Node: w.node, Locality: g.locality, App: g.app, Version: g.version,
+		CanonicalName: g.canonicalName, CanonicalRevision: g.canonicalRevision, Network: g.network,
+		Ready: w.ready, Ambient: g.ambient, MeshTls: g.meshTLS,
+	}
+}
+
+// Equal reports whether w and o hold the same workload.
+func (w *Workload) Equal(o *Workload) bool {
+	if w == nil || o == nil {
+		return w == o
+	}
+	return w.uid == o.uid && w.name == o.name && w.node == o.node && w.ready == o.ready &&
+		slices.Equal(w.ips, o.ips) && w.group.equal(o.group)
+}
+
+func (g *workloadGroup) equal(o *workloadGroup) bool {
+	if g == o {
+		return true
+	}
+	a, b := *g, *o
+	a.locality, b.locality = nil, nil
+	return a == b && g.locality.EqualVT(o.locality)
+}
+
+// The getters are named as the message's, so that readers of either read
+// alike. Like the message's, they are safe on nil.
+
+// GetUid is the pod's uid.
+func (w *Workload) GetUid() string { //nolint:revive // named as the message's getter
+	if w == nil {
+		return ""
+	}
+	return w.uid
+}
+
+// GetNamespace is the pod's namespace.
+func (w *Workload) GetNamespace() string {
+	if w == nil {
+		return ""
+	}
+	return w.group.namespace
+}
+
+// GetName is the pod's name.
+func (w *Workload) GetName() string {
+	if w == nil {
+		return ""
+	}
+	return w.name
+}
+
+// GetIps returns the pod's addresses, shared: do not modify them.
+func (w *Workload) GetIps() []string {
+	if w == nil {
+		return nil
+	}
+	return w.ips
+}
+
+// GetServiceAccount is the pod's service account.
+func (w *Workload) GetServiceAccount() string {
+	if w == nil {
+		return ""
+	}
+	return w.group.serviceAccount
+}
+
+// GetNode is the name of the pod's node.
+func (w *Workload) GetNode() string {
+	if w == nil {
+		return ""
+	}
+	return w.node
+}
+
+// GetLocality returns the pod's locality, shared: do not modify it.
+func (w *Workload) GetLocality() *federationpb.Locality {
+	if w == nil {
+		return nil
+	}
+	return w.group.locality
+}
+
+// GetApp is the pod's app label.
+func (w *Workload) GetApp() string {
+	if w == nil {
+		return ""
+	}
+	return w.group.app
+}
+
+// GetVersion is the pod's version label.
+func (w *Workload) GetVersion() string {
+	if w == nil {
+		return ""
+	}
+	return w.group.version
+}
+
+// GetCanonicalName is the pod's service.istio.io/canonical-name.
+func (w *Workload) GetCanonicalName() string {
+	if w == nil {
+		return ""
+	}
+	return w.group.canonicalName
+}
+
+// GetCanonicalRevision is the pod's service.istio.io/canonical-revision.
+func (w *Workload) GetCanonicalRevision() string {
+	if w == nil {
+		return ""
+	}
+	return w.group.canonicalRevision
+}
+
+// GetNetwork is the pod's own network, overriding its cluster's ("": its
+// cluster's).
+func (w *Workload) GetNetwork() string {
+	if w == nil {
+		return ""
+	}
+	return w.group.network
+}
+
+// GetReady reports the pod ready.
+func (w *Workload) GetReady() bool { return w != nil && w.ready }
+
+// GetAmbient reports the pod enrolled in ambient mode.
+func (w *Workload) GetAmbient() bool { return w != nil && w.group.ambient }
+
+// GetMeshTls reports the pod taking Istio mutual TLS.
+func (w *Workload) GetMeshTls() bool { //nolint:revive // named as the message's getter
+	return w != nil && w.group.meshTLS
+}
