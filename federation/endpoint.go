@@ -66,7 +66,7 @@ func NewEndpoints(pbs ...*federationpb.Endpoint) []*Endpoint {
 // workload reference's strings with w, the workload it names (nil: not
 // known). A nil interner shares nothing.
 func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
-	g := &endpointGroup{
+	g := endpointGroup{
 		namespace: pb.GetNamespace(), service: pb.GetService(), network: pb.GetNetwork(),
 		workloadKind: pb.GetWorkload().GetKind(), ports: pb.GetPorts(), locality: pb.GetLocality(),
 	}
@@ -86,7 +86,8 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 		}
 	}
 	if in == nil {
-		e.group = g
+		e.group = &endpointGroup{}
+		*e.group = g
 		return e
 	}
 	e.node = in.str(e.node)
@@ -99,11 +100,11 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 	if len(g.ports) > 0 {
 		k.ports = g.ports[0]
 	}
-	if shared, ok := in.groups[k]; ok {
-		e.group = shared
-	} else {
-		in.groups[k] = g
-		e.group = g
+	// Allocated once per group, not per endpoint: g stays on the stack.
+	if e.group = in.groups[k]; e.group == nil {
+		e.group = &endpointGroup{}
+		*e.group = g
+		in.groups[k] = e.group
 	}
 	return e
 }

@@ -19,11 +19,18 @@ func EndpointKey(ep *federationpb.Endpoint) string {
 
 // EndpointServiceKey returns the service key of an endpoint key.
 func EndpointServiceKey(endpointKey string) string {
+	sk, _ := SplitEndpointKey(endpointKey)
+	return sk
+}
+
+// SplitEndpointKey returns the service key and the address of an endpoint
+// key ("", "" for a key that is none).
+func SplitEndpointKey(endpointKey string) (serviceKey, address string) {
 	i := strings.LastIndexByte(endpointKey, '/')
 	if i < 0 {
-		return ""
+		return "", ""
 	}
-	return endpointKey[:i]
+	return endpointKey[:i], endpointKey[i+1:]
 }
 
 // KeyOfService returns the key of svc.

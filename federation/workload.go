@@ -42,18 +42,19 @@ func (in *Interner) Workload(pb *federationpb.Workload) *Workload {
 	}
 	w := &Workload{uid: pb.GetUid(), name: pb.GetName(), node: pb.GetNode(), ips: pb.GetIps(), ready: pb.GetReady()}
 	if in == nil {
-		w.group = &g
+		w.group = &workloadGroup{}
+		*w.group = g
 		return w
 	}
 	w.node = in.str(w.node)
 	g.namespace, g.serviceAccount, g.app, g.version = in.str(g.namespace), in.str(g.serviceAccount), in.str(g.app), in.str(g.version)
 	g.canonicalName, g.canonicalRevision, g.network = in.str(g.canonicalName), in.str(g.canonicalRevision), in.str(g.network)
 	g.locality = in.Locality(g.locality)
-	// The group is its own key: its strings and its interned locality.
-	if shared, ok := in.workloadGroups[g]; ok {
-		w.group = shared
-	} else {
-		w.group = &g
+	// The group is its own key (its strings and its interned locality),
+	// allocated once per group, not per workload: g stays on the stack.
+	if w.group = in.workloadGroups[g]; w.group == nil {
+		w.group = &workloadGroup{}
+		*w.group = g
 		in.workloadGroups[g] = w.group
 	}
 	return w

@@ -239,6 +239,9 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 		case <-conn.Superseded():
 			return ErrSuperseded
 		case <-r.done:
+			if err := ctx.Err(); err != nil {
+				return err // the stream was canceled, whichever noticed first
+			}
 			return &streamError{kind: ErrSpokeGone, msg: r.err.Error(), cause: r.err}
 		case m := <-r.msgs:
 			if err := s.receive(m); err != nil {

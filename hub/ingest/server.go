@@ -153,6 +153,8 @@ func (o *observer) status(err error) error {
 		o.s.metrics.refused(refusedMismatch)
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The spoke's connection dropped, or the hub is stopping.
+		o.log.Info("stream canceled", "err", err)
 		return status.FromContextError(err).Err()
 	}
 	return err

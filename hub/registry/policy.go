@@ -111,9 +111,9 @@ func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool
 		}
 	}
 	for _, m := range s.endpoints {
-		for k, ep := range m {
-			if refuse(c.CheckEndpoint(ep.Proto())) { // policy changes are rare: a message each is fine
-				u.RemovedEndpoints = append(u.RemovedEndpoints, k)
+		for _, ep := range m {
+			if pb := ep.Proto(); refuse(c.CheckEndpoint(pb)) { // policy changes are rare: a message each is fine
+				u.RemovedEndpoints = append(u.RemovedEndpoints, federation.EndpointKey(pb))
 			}
 		}
 	}

@@ -141,7 +141,7 @@ type shard struct {
 	session   string
 	version   uint64
 	services  map[string]*federationpb.Service
-	endpoints map[string]map[string]*federation.Endpoint // service key → endpoint key → endpoint
+	endpoints map[string]map[string]*federation.Endpoint // service key → address → endpoint (the address is the endpoint's own string)
 	nEndpoint int
 	workloads map[string]*federation.Workload
 	// tagged caches each service's endpoints tagged and sorted, as
@@ -698,23 +698,22 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	endpoints := make(map[string]map[string]*federation.Endpoint, len(s.endpoints))
 	for _, pb := range u.GetEndpoints() {
 		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
-		ek := federation.EndpointKey(pb)
 		m := endpoints[sk]
 		if m == nil {
 			m = map[string]*federation.Endpoint{}
 			endpoints[sk] = m
 		}
 		ep := s.intern.Endpoint(pb, s.workloads[pb.GetWorkload().GetUid()])
-		m[ek] = ep
-		if old, ok := s.endpoints[sk][ek]; !ok || !old.Equal(ep) {
-			ch.service(sk)
+		if old, ok := s.endpoints[sk][ep.GetAddress()]; ok && old.Equal(ep) {
+			ep = old
 		} else {
-			m[ek] = old
+			ch.service(sk)
 		}
+		m[ep.GetAddress()] = ep
 	}
 	for sk, m := range s.endpoints {
-		for ek := range m {
-			if _, ok := endpoints[sk][ek]; !ok {
+		for a := range m {
+			if _, ok := endpoints[sk][a]; !ok {
 				ch.service(sk)
 				break
 			}
@@ -742,12 +741,12 @@ func (s *shard) countAfter(u *federationpb.ShardUpdate) (services, endpoints, wo
 		}
 	}
 	for _, ep := range u.GetEndpoints() {
-		if _, ok := s.endpoints[federation.ServiceKey(ep.GetNamespace(), ep.GetService())][federation.EndpointKey(ep)]; !ok {
+		if _, ok := s.endpoints[federation.ServiceKey(ep.GetNamespace(), ep.GetService())][ep.GetAddress()]; !ok {
 			endpoints++
 		}
 	}
 	for _, k := range u.GetRemovedEndpoints() {
-		if _, ok := s.endpoints[federation.EndpointServiceKey(k)][k]; ok {
+		if sk, a := federation.SplitEndpointKey(k); s.endpoints[sk][a] != nil {
 			endpoints--
 		}
 	}
@@ -809,13 +808,13 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 		return e
 	}
 	for _, ek := range u.GetRemovedEndpoints() {
-		sk := federation.EndpointServiceKey(ek)
+		sk, a := federation.SplitEndpointKey(ek)
 		if m := s.endpoints[sk]; m != nil {
-			if old, ok := m[ek]; ok {
-				delete(m, ek)
+			if _, ok := m[a]; ok {
+				delete(m, a)
 				s.nEndpoint--
 				ch.service(sk)
-				editOf(sk).removed[old.GetAddress()] = true
+				editOf(sk).removed[a] = true
 				if len(m) == 0 {
 					delete(s.endpoints, sk)
 				}
@@ -824,19 +823,18 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 	}
 	for _, pb := range u.GetEndpoints() {
 		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
-		ek := federation.EndpointKey(pb)
 		m := s.endpoints[sk]
 		if m == nil {
 			m = map[string]*federation.Endpoint{}
 			s.endpoints[sk] = m
 		}
 		ep := s.intern.Endpoint(pb, s.workloads[pb.GetWorkload().GetUid()])
-		old, ok := m[ek]
+		old, ok := m[ep.GetAddress()]
 		if !ok {
 			s.nEndpoint++
 		}
 		if !ok || !old.Equal(ep) {
-			m[ek] = ep
+			m[ep.GetAddress()] = ep
 			ch.service(sk)
 			editOf(sk).upserts = append(editOf(sk).upserts, ep)
 		}
