@@ -76,8 +76,8 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 		ready: pb.GetReady(), serving: pb.GetServing(), terminating: pb.GetTerminating(),
 		hasWorkload: pb.GetWorkload() != nil,
 	}
-	if w != nil && w.uid == e.workloadUID {
-		e.workloadUID = w.uid
+	if uid := w.GetUid(); w != nil && uid == e.workloadUID {
+		e.workloadUID = uid
 		if w.name == e.workloadName {
 			e.workloadName = w.name
 		}

@@ -95,7 +95,7 @@ func TestInternerSharesEndpointGroups(t *testing.T) {
 	a, b, c := fullEndpoint(), fullEndpoint(), fullEndpoint()
 	b.Address, b.Node = "10.0.0.2", "node-2"
 	c.Address, c.Locality.Zone = "10.0.0.3", "z2"
-	w := NewWorkload(&federationpb.Workload{Uid: "uid-1", Name: "echo-1", Ips: []string{"10.0.0.1"}})
+	w := NewWorkload("east", &federationpb.Workload{Uid: "uid-1", Name: "echo-1", Ips: []string{"10.0.0.1"}})
 	ea, eb, ec := in.Endpoint(a, w), in.Endpoint(b, nil), in.Endpoint(c, nil)
 	if ea.group != eb.group {
 		t.Error("two endpoints of one service and zone on two nodes hold two groups")

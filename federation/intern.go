@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,10 @@ type Interner struct {
 	groups     map[groupKey]*endpointGroup
 
 	workloadGroups map[workloadGroup]*workloadGroup
+	// lastPorts and lastShared are the latest ports interned, and their
+	// shared copy: a full state's endpoints come service by service, so
+	// most are the previous one's, compared without building a key.
+	lastPorts, lastShared []*federationpb.EndpointPort
 }
 
 // NewInterner returns an empty interner.
@@ -71,6 +76,15 @@ func (in *Interner) endpointPorts(ps []*federationpb.EndpointPort) []*federation
 	if len(ps) == 0 {
 		return ps
 	}
+	if slices.EqualFunc(ps, in.lastPorts, (*federationpb.EndpointPort).EqualVT) {
+		return in.lastShared
+	}
+	shared := in.sharedPorts(ps)
+	in.lastPorts, in.lastShared = ps, shared
+	return shared
+}
+
+func (in *Interner) sharedPorts(ps []*federationpb.EndpointPort) []*federationpb.EndpointPort {
 	var b strings.Builder
 	for _, p := range ps {
 		b.WriteString(p.GetName())

@@ -2,6 +2,7 @@ package federation
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -9,11 +10,12 @@ import (
 // Workload is a workload as the hub holds it: 96 bytes against the
 // generated message's 240. The pods of one namespace, service account,
 // app and version in one zone share what they have in common (a
-// workloadGroup). Unknown fields are not kept: the hub reads none. It is
-// immutable; Proto rebuilds the message.
+// workloadGroup), and the uid is the tail of the workload's clusterset key
+// (one string for both). Unknown fields are not kept: the hub reads none.
+// It is immutable; Proto rebuilds the message.
 type Workload struct {
 	group *workloadGroup
-	uid   string
+	key   string // WorkloadKey(cluster, uid)
 	name  string
 	node  string
 	ips   []string
@@ -27,20 +29,23 @@ type workloadGroup struct {
 	ambient, meshTLS                                                                   bool
 }
 
-// NewWorkload returns the hub's form of a workload message, sharing
-// nothing with other workloads (the registry interns; see
+// NewWorkload returns the hub's form of a workload message of cluster,
+// sharing nothing with other workloads (the registry interns; see
 // Interner.Workload).
-func NewWorkload(pb *federationpb.Workload) *Workload { return (*Interner)(nil).Workload(pb) }
+func NewWorkload(cluster ClusterID, pb *federationpb.Workload) *Workload {
+	return (*Interner)(nil).Workload(cluster, pb)
+}
 
-// Workload returns the hub's form of pb, sharing its group with the
-// interner's other workloads alike. A nil interner shares nothing.
-func (in *Interner) Workload(pb *federationpb.Workload) *Workload {
+// Workload returns the hub's form of pb, a workload of cluster, sharing
+// its group with the interner's other workloads alike. A nil interner
+// shares nothing.
+func (in *Interner) Workload(cluster ClusterID, pb *federationpb.Workload) *Workload {
 	g := workloadGroup{
 		namespace: pb.GetNamespace(), serviceAccount: pb.GetServiceAccount(), app: pb.GetApp(), version: pb.GetVersion(),
 		canonicalName: pb.GetCanonicalName(), canonicalRevision: pb.GetCanonicalRevision(), network: pb.GetNetwork(),
 		locality: pb.GetLocality(), ambient: pb.GetAmbient(), meshTLS: pb.GetMeshTls(),
 	}
-	w := &Workload{uid: pb.GetUid(), name: pb.GetName(), node: pb.GetNode(), ips: pb.GetIps(), ready: pb.GetReady()}
+	w := &Workload{key: WorkloadKey(cluster, pb.GetUid()), name: pb.GetName(), node: pb.GetNode(), ips: pb.GetIps(), ready: pb.GetReady()}
 	if in == nil {
 		w.group = &workloadGroup{}
 		*w.group = g
@@ -65,7 +70,7 @@ func (in *Interner) Workload(pb *federationpb.Workload) *Workload {
 func (w *Workload) Proto() *federationpb.Workload {
 	g := w.group
 	return &federationpb.Workload{
-		Uid: w.uid, Namespace: g.namespace, Name: w.name, Ips: w.ips, ServiceAccount: g.serviceAccount,
+		Uid: w.GetUid(), Namespace: g.namespace, Name: w.name, Ips: w.ips, ServiceAccount: g.serviceAccount,
 		Node: w.node, Locality: g.locality, App: g.app, Version: g.version,
 		CanonicalName: g.canonicalName, CanonicalRevision: g.canonicalRevision, Network: g.network,
 		Ready: w.ready, Ambient: g.ambient, MeshTls: g.meshTLS,
@@ -77,7 +82,7 @@ func (w *Workload) Equal(o *Workload) bool {
 	if w == nil || o == nil {
 		return w == o
 	}
-	return w.uid == o.uid && w.name == o.name && w.node == o.node && w.ready == o.ready &&
+	return w.key == o.key && w.name == o.name && w.node == o.node && w.ready == o.ready &&
 		slices.Equal(w.ips, o.ips) && w.group.equal(o.group)
 }
 
@@ -98,7 +103,15 @@ func (w *Workload) GetUid() string { //nolint:revive // named as the message's g
 	if w == nil {
 		return ""
 	}
-	return w.uid
+	return w.key[strings.IndexByte(w.key, '/')+1:] // a cluster ID is a DNS label: no '/'
+}
+
+// Key is the workload's key in the clusterset (see WorkloadKey).
+func (w *Workload) Key() string {
+	if w == nil {
+		return ""
+	}
+	return w.key
 }
 
 // GetNamespace is the pod's namespace.

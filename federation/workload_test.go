@@ -25,7 +25,10 @@ func TestWorkloadKeepsEveryField(t *testing.T) {
 		t.Fatalf("the Workload message has %d fields, this test and Workload know 15: add the new one to both", n)
 	}
 	for _, pb := range []*federationpb.Workload{want, {Uid: "uid-2"}} {
-		for _, w := range []*Workload{NewWorkload(pb), NewInterner().Workload(pb)} {
+		for _, w := range []*Workload{NewWorkload("east", pb), NewInterner().Workload("east", pb)} {
+			if w.Key() != "east/"+pb.GetUid() {
+				t.Errorf("key %q", w.Key())
+			}
 			if got := w.Proto(); !proto.Equal(got, pb) {
 				t.Errorf("round trip:\n got %v\nwant %v", got, pb)
 			}
@@ -38,8 +41,8 @@ func TestWorkloadKeepsEveryField(t *testing.T) {
 }
 
 func TestWorkloadEqual(t *testing.T) {
-	base := NewWorkload(fullWorkload())
-	if same := NewInterner().Workload(fullWorkload()); !base.Equal(same) || !same.Equal(base) {
+	base := NewWorkload("east", fullWorkload())
+	if same := NewInterner().Workload("east", fullWorkload()); !base.Equal(same) || !same.Equal(base) {
 		t.Error("equal workloads from two interners differ")
 	}
 	for name, change := range map[string]func(*federationpb.Workload){
@@ -61,7 +64,7 @@ func TestWorkloadEqual(t *testing.T) {
 	} {
 		pb := fullWorkload()
 		change(pb)
-		if other := NewWorkload(pb); base.Equal(other) || other.Equal(base) {
+		if other := NewWorkload("east", pb); base.Equal(other) || other.Equal(base) {
 			t.Errorf("workloads that differ in %s are equal", name)
 		}
 	}
@@ -74,7 +77,7 @@ func TestInternerSharesWorkloadGroups(t *testing.T) {
 	a, b, c := fullWorkload(), fullWorkload(), fullWorkload()
 	b.Uid, b.Name, b.Node, b.Ips, b.Ready = "uid-2", "echo-2", "node-2", []string{"10.0.0.2"}, false
 	c.Uid, c.Version = "uid-3", "v2"
-	wa, wb, wc := in.Workload(a), in.Workload(b), in.Workload(c)
+	wa, wb, wc := in.Workload("east", a), in.Workload("east", b), in.Workload("east", c)
 	if wa.group != wb.group {
 		t.Error("two pods alike but for their own fields hold two groups")
 	}

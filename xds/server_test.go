@@ -86,7 +86,9 @@ func TestPushLoopDebounces(t *testing.T) {
 
 	c.SetService("east", echoWithPorts(8080, 9002))
 	c.Publish()
-	await(t, "the loop to wait out the interval", func() bool { return clk.Waiters() == 1 })
+	// Waiting out the interval, the loop has two timers on the clock: its
+	// liveness beat's, which an idle loop has too, and the interval's.
+	await(t, "the loop to wait out the interval", func() bool { return clk.Waiters() == 2 })
 	c.SetService("east", echoWithPorts(8080, 9003))
 	c.Publish()
 	if pushes() != 1 {

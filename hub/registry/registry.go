@@ -680,7 +680,7 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 
 	workloads := make(map[string]*federation.Workload, len(u.GetWorkloads()))
 	for _, pb := range u.GetWorkloads() {
-		w := s.intern.Workload(pb)
+		w := s.intern.Workload(s.id, pb)
 		workloads[w.GetUid()] = w
 		if old, ok := s.workloads[w.GetUid()]; !ok || !old.Equal(w) {
 			ch.workload(w.GetUid())
@@ -789,7 +789,7 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 		}
 	}
 	for _, pb := range u.GetWorkloads() {
-		if w := s.intern.Workload(pb); !s.workloads[w.GetUid()].Equal(w) {
+		if w := s.intern.Workload(s.id, pb); !s.workloads[w.GetUid()].Equal(w) {
 			s.workloads[w.GetUid()] = w
 			ch.workload(w.GetUid())
 		}
@@ -930,10 +930,12 @@ func (r *Registry) tagWorkloads(base *cowMap[*federation.TaggedWorkload], id fed
 	s := r.shards[id]
 	edit := newCowEdit(base)
 	for uid := range uids {
-		key := federation.WorkloadKey(id, uid)
+		key := ""
 		if w, ok := s.workloads[uid]; ok {
+			key = w.Key() // the workload's own string: no key built per workload
 			edit.set(key, federation.TagWorkload(id, s.network(), w))
 		} else {
+			key = federation.WorkloadKey(id, uid)
 			edit.delete(key)
 		}
 		out.Workloads = append(out.Workloads, key)

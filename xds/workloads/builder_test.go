@@ -87,7 +87,7 @@ func fleet(pods ...pod) *fakeSnapshot {
 		}}
 	}
 	for _, p := range pods {
-		f.workloads[federation.WorkloadKey(p.cluster, "uid-"+p.name)] = &federation.TaggedWorkload{Cluster: p.cluster, Network: p.network, Workload: federation.NewWorkload(&federationpb.Workload{
+		f.workloads[federation.WorkloadKey(p.cluster, "uid-"+p.name)] = &federation.TaggedWorkload{Cluster: p.cluster, Network: p.network, Workload: federation.NewWorkload(p.cluster, &federationpb.Workload{
 			Uid: "uid-" + p.name, Namespace: "demo", Name: p.name, Ips: []string{p.ip}, ServiceAccount: "echo", Node: "node-1",
 			Locality: &federationpb.Locality{Region: "r-" + string(p.cluster), Zone: "z1"}, Ready: p.ready, Ambient: true,
 			CanonicalName: "echo", CanonicalRevision: "v1",
@@ -205,7 +205,7 @@ func TestIncremental(t *testing.T) {
 
 	// One pod changes: that workload alone (and the few derived resources).
 	w := s.workloads["east/uid-echo-a"]
-	w.Workload = federation.NewWorkload(&federationpb.Workload{Uid: w.GetUid(), Namespace: "demo", Name: w.GetName(), Ips: w.GetIps(), Ready: false})
+	w.Workload = federation.NewWorkload(w.Cluster, &federationpb.Workload{Uid: w.GetUid(), Namespace: "demo", Name: w.GetName(), Ips: w.GetIps(), Ready: false})
 	items := b.Push(s, nil, []string{"east/uid-echo-a"}, false)
 	var names []string
 	for _, it := range items {
@@ -218,7 +218,7 @@ func TestIncremental(t *testing.T) {
 	}
 	// A remote pod's readiness changes the capacity behind its gateway.
 	w = s.workloads["west/uid-echo-c"]
-	w.Workload = federation.NewWorkload(&federationpb.Workload{Uid: w.GetUid(), Namespace: "demo", Name: w.GetName(), Ips: w.GetIps(), Ready: false})
+	w.Workload = federation.NewWorkload(w.Cluster, &federationpb.Workload{Uid: w.GetUid(), Namespace: "demo", Name: w.GetName(), Ips: w.GetIps(), Ready: false})
 	items = b.Push(s, nil, []string{"west/uid-echo-c"}, false)
 	var capacity uint32
 	for _, it := range items {

@@ -66,7 +66,7 @@ func (c *Clusterset) RemoveService(cluster federation.ClusterID, key string) {
 // SetWorkload adds or replaces a cluster's workload.
 func (c *Clusterset) SetWorkload(cluster federation.ClusterID, w *federationpb.Workload) {
 	key := federation.WorkloadKey(cluster, w.GetUid())
-	c.workloads[key] = federation.TagWorkload(cluster, c.clusters[cluster].Network, federation.NewWorkload(w))
+	c.workloads[key] = federation.TagWorkload(cluster, c.clusters[cluster].Network, federation.NewWorkload(cluster, w))
 	c.pending.Workloads = append(c.pending.Workloads, key)
 }
 
