@@ -163,10 +163,12 @@ func (v *validator) protocol(field string, p federationpb.Protocol) {
 	}
 }
 
-func (v *validator) locality(field string, l *federationpb.Locality) {
-	v.optionalLabelValue(field+".region", l.GetRegion())
-	v.optionalLabelValue(field+".zone", l.GetZone())
-	v.optionalLabelValue(field+".subzone", l.GetSubzone())
+// locality checks an object's locality field (its names are constants: this
+// runs for every endpoint and workload).
+func (v *validator) locality(l *federationpb.Locality) {
+	v.optionalLabelValue("locality.region", l.GetRegion())
+	v.optionalLabelValue("locality.zone", l.GetZone())
+	v.optionalLabelValue("locality.subzone", l.GetSubzone())
 }
 
 func (v *validator) network(field, n string) {
@@ -412,7 +414,7 @@ func validateEndpoint(e *federationpb.Endpoint, key string, checks map[checked][
 	if n := e.GetNode(); n != "" {
 		v.errs("node", v.check(checkSubdomain, n))
 	}
-	v.locality("locality", e.GetLocality())
+	v.locality(e.GetLocality())
 	if w := e.GetWorkload(); w != nil {
 		v.short("workload.kind", w.GetKind())
 		v.short("workload.name", w.GetName())
@@ -460,7 +462,7 @@ func validateWorkload(w *federationpb.Workload, checks map[checked][]string) err
 	if n := w.GetNode(); n != "" {
 		v.errs("node", v.check(checkSubdomain, n))
 	}
-	v.locality("locality", w.GetLocality())
+	v.locality(w.GetLocality())
 	v.optionalLabelValue("app", w.GetApp())
 	v.optionalLabelValue("version", w.GetVersion())
 	v.optionalLabelValue("canonicalName", w.GetCanonicalName())
