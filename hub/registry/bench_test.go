@@ -3,7 +3,6 @@ package registry
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -105,7 +104,7 @@ func BenchmarkApplyDelta(b *testing.B) {
 		// Two versions of one endpoint; every delta sends the one the shard
 		// does not hold, so that every delta changes something.
 		eps := r.shards["c0"].endpoints[bc.service]
-		e := eps[slices.Min(slices.Collect(maps.Keys(eps)))].Proto()
+		e := eps[0].Proto()
 		notReady := proto.CloneOf(e)
 		notReady.Ready = false
 		flip := [2]*federationpb.ShardUpdate{

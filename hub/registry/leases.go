@@ -135,10 +135,9 @@ func (r *Registry) withdrawLocked(s *shard) {
 		ch.workload(uid)
 	}
 	s.services = map[string]*federationpb.Service{}
-	s.endpoints = map[string]map[string]*federation.Endpoint{}
+	s.endpoints = map[string][]federation.TaggedEndpoint{}
 	s.nEndpoint = 0
 	s.workloads = map[string]*federation.Workload{}
-	s.tagged = map[string][]federation.TaggedEndpoint{}
 	s.intern = federation.NewInterner()
 	s.session, s.version = "", 0
 	if s.cluster != nil {

@@ -110,8 +110,8 @@ func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool
 			u.RemovedServices = append(u.RemovedServices, k)
 		}
 	}
-	for _, m := range s.endpoints {
-		for _, ep := range m {
+	for _, eps := range s.endpoints {
+		for _, ep := range eps {
 			if pb := ep.Proto(); refuse(c.CheckEndpoint(pb)) { // policy changes are rare: a message each is fine
 				u.RemovedEndpoints = append(u.RemovedEndpoints, federation.EndpointKey(pb))
 			}

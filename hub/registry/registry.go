@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,17 +136,18 @@ func (r *Registry) Current() *Snapshot { return r.current.Load() }
 
 // shard is one cluster's state at the hub. Guarded by Registry.mu.
 type shard struct {
-	id        federation.ClusterID
-	cluster   *federationpb.Cluster // nil until the first full update
-	session   string
-	version   uint64
-	services  map[string]*federationpb.Service
-	endpoints map[string]map[string]*federation.Endpoint // service key → address → endpoint (the address is the endpoint's own string)
+	id       federation.ClusterID
+	cluster  *federationpb.Cluster // nil until the first full update
+	session  string
+	version  uint64
+	services map[string]*federationpb.Service
+	// endpoints holds each service's endpoints tagged and sorted by
+	// address: the shard's only index of them (found by binary search),
+	// and what snapshots share. A change makes a new slice; published
+	// snapshots hold the old.
+	endpoints map[string][]federation.TaggedEndpoint
 	nEndpoint int
 	workloads map[string]*federation.Workload
-	// tagged caches each service's endpoints tagged and sorted, as
-	// snapshots share them; deltas edit it in place of a rebuild.
-	tagged map[string][]federation.TaggedEndpoint
 
 	gen        uint64 // generation of the owning Conn
 	superseded chan struct{}
@@ -168,31 +169,27 @@ func newShard(id federation.ClusterID) *shard {
 	return &shard{
 		id:        id,
 		services:  map[string]*federationpb.Service{},
-		endpoints: map[string]map[string]*federation.Endpoint{},
+		endpoints: map[string][]federation.TaggedEndpoint{},
 		workloads: map[string]*federation.Workload{},
-		tagged:    map[string][]federation.TaggedEndpoint{},
 		intern:    federation.NewInterner(),
 	}
 }
 
-// taggedEndpoints returns a service's endpoints tagged and sorted.
-func (s *shard) taggedEndpoints(key string) []federation.TaggedEndpoint {
-	if t, ok := s.tagged[key]; ok {
-		return t
+// endpoint returns a service's endpoint at address.
+func (s *shard) endpoint(key, address string) (*federation.Endpoint, bool) {
+	eps := s.endpoints[key]
+	i, ok := slices.BinarySearchFunc(eps, address, func(e federation.TaggedEndpoint, a string) int { return strings.Compare(e.GetAddress(), a) })
+	if !ok {
+		return nil, false
 	}
-	t := federation.TagEndpoints(s.id, s.network(), slices.Collect(maps.Values(s.endpoints[key])))
-	s.tagged[key] = t
-	return t
+	return eps[i].Endpoint, true
 }
 
-// editTagged applies a delta's endpoint changes of one service to its
-// cached sorted slice, in O(n + k log k) instead of a rebuild. The old
-// slice is left alone: published snapshots hold it.
-func (s *shard) editTagged(key string, upserts []*federation.Endpoint, removed map[string]bool) {
-	old, ok := s.tagged[key]
-	if !ok {
-		return // built on first use
-	}
+// editEndpoints applies a delta's endpoint changes of one service to its
+// sorted slice, in O(n + k log k) instead of a rebuild. The old slice is
+// left alone: published snapshots hold it.
+func (s *shard) editEndpoints(key string, upserts []*federation.Endpoint, removed map[string]bool) {
+	old := s.endpoints[key]
 	drop := make(map[string]bool, len(removed)+len(upserts))
 	for a := range removed {
 		drop[a] = true
@@ -213,7 +210,22 @@ func (s *shard) editTagged(key string, upserts []*federation.Endpoint, removed m
 		}
 		out = append(out, e)
 	}
-	s.tagged[key] = append(out, add[i:]...)
+	if out = append(out, add[i:]...); len(out) == 0 {
+		delete(s.endpoints, key)
+		return
+	}
+	s.endpoints[key] = out
+}
+
+// retag tags every endpoint of the shard anew, for a new network.
+func (s *shard) retag() {
+	for key, eps := range s.endpoints {
+		plain := make([]*federation.Endpoint, len(eps))
+		for i, e := range eps {
+			plain[i] = e.Endpoint
+		}
+		s.endpoints[key] = federation.TagEndpoints(s.id, s.network(), plain)
+	}
 }
 
 func (s *shard) network() federation.NetworkID { return federation.NetworkID(s.cluster.GetNetwork()) }
@@ -647,12 +659,13 @@ func (s *shard) setCluster(cl *federationpb.Cluster, ch *changeSet) {
 	if s.cluster.EqualVT(cl) {
 		return
 	}
-	if s.cluster != nil && s.cluster.GetNetwork() != cl.GetNetwork() {
-		ch.all = true
-		s.tagged = map[string][]federation.TaggedEndpoint{} // retagged on use
-	}
+	retag := s.cluster != nil && s.cluster.GetNetwork() != cl.GetNetwork()
 	s.cluster = cl
 	ch.clusters = true
+	if retag {
+		ch.all = true
+		s.retag()
+	}
 }
 
 // replace swaps the shard's objects for a full update's, recording only the
@@ -695,35 +708,32 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	}
 	s.workloads = workloads
 
-	endpoints := make(map[string]map[string]*federation.Endpoint, len(s.endpoints))
+	byService := map[string][]*federation.Endpoint{}
 	for _, pb := range u.GetEndpoints() {
 		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
-		m := endpoints[sk]
-		if m == nil {
-			m = map[string]*federation.Endpoint{}
-			endpoints[sk] = m
-		}
 		ep := s.intern.Endpoint(pb, s.workloads[pb.GetWorkload().GetUid()])
-		if old, ok := s.endpoints[sk][ep.GetAddress()]; ok && old.Equal(ep) {
-			ep = old
+		if old, ok := s.endpoint(sk, ep.GetAddress()); ok && old.Equal(ep) {
+			ep = old // the pointer snapshots already share
+		}
+		byService[sk] = append(byService[sk], ep)
+	}
+	endpoints := make(map[string][]federation.TaggedEndpoint, len(byService))
+	for sk, eps := range byService {
+		tagged := federation.TagEndpoints(s.id, s.network(), eps)
+		if old := s.endpoints[sk]; slices.EqualFunc(old, tagged, func(a, b federation.TaggedEndpoint) bool { return a == b }) {
+			tagged = old // unchanged: the slice snapshots already share
 		} else {
 			ch.service(sk)
 		}
-		m[ep.GetAddress()] = ep
+		endpoints[sk] = tagged
 	}
-	for sk, m := range s.endpoints {
-		for a := range m {
-			if _, ok := endpoints[sk][a]; !ok {
-				ch.service(sk)
-				break
-			}
+	for sk := range s.endpoints {
+		if _, ok := endpoints[sk]; !ok {
+			ch.service(sk)
 		}
 	}
 	s.endpoints = endpoints
 	s.nEndpoint = len(u.GetEndpoints())
-	for k := range ch.services {
-		delete(s.tagged, k)
-	}
 	return ch
 }
 
@@ -741,12 +751,12 @@ func (s *shard) countAfter(u *federationpb.ShardUpdate) (services, endpoints, wo
 		}
 	}
 	for _, ep := range u.GetEndpoints() {
-		if _, ok := s.endpoints[federation.ServiceKey(ep.GetNamespace(), ep.GetService())][ep.GetAddress()]; !ok {
+		if _, ok := s.endpoint(federation.ServiceKey(ep.GetNamespace(), ep.GetService()), ep.GetAddress()); !ok {
 			endpoints++
 		}
 	}
 	for _, k := range u.GetRemovedEndpoints() {
-		if sk, a := federation.SplitEndpointKey(k); s.endpoints[sk][a] != nil {
+		if _, ok := s.endpoint(federation.SplitEndpointKey(k)); ok {
 			endpoints--
 		}
 	}
@@ -809,38 +819,26 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 	}
 	for _, ek := range u.GetRemovedEndpoints() {
 		sk, a := federation.SplitEndpointKey(ek)
-		if m := s.endpoints[sk]; m != nil {
-			if _, ok := m[a]; ok {
-				delete(m, a)
-				s.nEndpoint--
-				ch.service(sk)
-				editOf(sk).removed[a] = true
-				if len(m) == 0 {
-					delete(s.endpoints, sk)
-				}
-			}
+		if _, ok := s.endpoint(sk, a); ok {
+			s.nEndpoint--
+			ch.service(sk)
+			editOf(sk).removed[a] = true
 		}
 	}
 	for _, pb := range u.GetEndpoints() {
 		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
-		m := s.endpoints[sk]
-		if m == nil {
-			m = map[string]*federation.Endpoint{}
-			s.endpoints[sk] = m
-		}
 		ep := s.intern.Endpoint(pb, s.workloads[pb.GetWorkload().GetUid()])
-		old, ok := m[ep.GetAddress()]
+		old, ok := s.endpoint(sk, ep.GetAddress())
 		if !ok {
 			s.nEndpoint++
 		}
 		if !ok || !old.Equal(ep) {
-			m[ep.GetAddress()] = ep
 			ch.service(sk)
 			editOf(sk).upserts = append(editOf(sk).upserts, ep)
 		}
 	}
 	for sk, e := range edits {
-		s.editTagged(sk, e.upserts, e.removed)
+		s.editEndpoints(sk, e.upserts, e.removed)
 	}
 	return ch
 }
@@ -907,7 +905,7 @@ func (r *Registry) mergeServices(base *cowMap[*federation.ServiceView], keys map
 				Cluster:   id,
 				Network:   s.network(),
 				Service:   svc,
-				Endpoints: s.taggedEndpoints(key),
+				Endpoints: s.endpoints[key],
 				Stale:     s.status.State == federation.Stale,
 			})
 		}
