@@ -13,17 +13,56 @@ import (
 // ClustersetDomain is the DNS domain of MCS-exported services.
 const ClustersetDomain = "clusterset.local"
 
-// TaggedEndpoint is an endpoint with the cluster and network it lives on.
-type TaggedEndpoint struct {
+// Tag is where an object lives: its cluster and network. The objects of
+// one cluster and network share one (see Tags): a tagged endpoint is two
+// pointers, not two strings and a pointer.
+type Tag struct {
 	Cluster ClusterID
 	Network NetworkID
+}
+
+// Tags hands out a cluster's tags: one for its network, one for each
+// network an object of it overrides that with. Not safe for concurrent
+// use; the tags it hands out are immutable.
+type Tags struct {
+	cluster   Tag
+	overrides map[NetworkID]*Tag
+}
+
+// NewTags returns the tags of a cluster on network.
+func NewTags(cluster ClusterID, network NetworkID) *Tags {
+	return &Tags{cluster: Tag{Cluster: cluster, Network: network}}
+}
+
+// Network is the cluster's network.
+func (t *Tags) Network() NetworkID { return t.cluster.Network }
+
+// Of returns the tag of an object whose own network is override ("": the
+// cluster's).
+func (t *Tags) Of(override string) *Tag {
+	if override == "" || NetworkID(override) == t.cluster.Network {
+		return &t.cluster
+	}
+	if tag, ok := t.overrides[NetworkID(override)]; ok {
+		return tag
+	}
+	if t.overrides == nil {
+		t.overrides = map[NetworkID]*Tag{}
+	}
+	tag := &Tag{Cluster: t.cluster.Cluster, Network: NetworkID(override)}
+	t.overrides[tag.Network] = tag
+	return tag
+}
+
+// TaggedEndpoint is an endpoint with the cluster and network it lives on.
+type TaggedEndpoint struct {
+	*Tag
 	*Endpoint
 }
 
 // TaggedWorkload is a workload with the cluster and network it lives on.
 type TaggedWorkload struct {
-	Cluster ClusterID
-	Network NetworkID
+	*Tag
 	*Workload
 }
 
@@ -400,23 +439,17 @@ func joinClusters(ids []ClusterID) string {
 // TagEndpoints tags endpoints with their cluster and network (the
 // endpoint's own network override, else the cluster's) and sorts them by
 // address.
-func TagEndpoints(cluster ClusterID, network NetworkID, eps []*Endpoint) []TaggedEndpoint {
+func TagEndpoints(tags *Tags, eps []*Endpoint) []TaggedEndpoint {
 	out := make([]TaggedEndpoint, 0, len(eps))
 	for _, e := range eps {
-		n := network
-		if e.GetNetwork() != "" {
-			n = NetworkID(e.GetNetwork())
-		}
-		out = append(out, TaggedEndpoint{Cluster: cluster, Network: n, Endpoint: e})
+		out = append(out, TaggedEndpoint{Tag: tags.Of(e.GetNetwork()), Endpoint: e})
 	}
 	slices.SortFunc(out, func(a, b TaggedEndpoint) int { return strings.Compare(a.GetAddress(), b.GetAddress()) })
 	return out
 }
 
-// TagWorkload tags a workload with its cluster and network.
-func TagWorkload(cluster ClusterID, network NetworkID, w *Workload) *TaggedWorkload {
-	if w.GetNetwork() != "" {
-		network = NetworkID(w.GetNetwork())
-	}
-	return &TaggedWorkload{Cluster: cluster, Network: network, Workload: w}
+// TagWorkload tags a workload with its cluster and network (its own
+// network override, else the cluster's).
+func TagWorkload(tags *Tags, w *Workload) *TaggedWorkload {
+	return &TaggedWorkload{Tag: tags.Of(w.GetNetwork()), Workload: w}
 }

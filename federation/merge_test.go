@@ -79,7 +79,7 @@ func TestMergeService(t *testing.T) {
 func TestTagEndpoints(t *testing.T) {
 	a, b := validEndpoint(), validEndpoint()
 	b.Address, b.Network = "10.0.0.0", "other"
-	got := TagEndpoints("east", "n1", NewEndpoints(a, b))
+	got := TagEndpoints(NewTags("east", "n1"), NewEndpoints(a, b))
 	if got[0].GetAddress() != "10.0.0.0" || got[0].Network != "other" || got[1].Network != "n1" || got[1].Cluster != "east" {
 		t.Errorf("tagged %+v", got)
 	}

@@ -148,6 +148,7 @@ type shard struct {
 	endpoints map[string][]federation.TaggedEndpoint
 	nEndpoint int
 	workloads map[string]*federation.Workload
+	tagsOf    *federation.Tags // see tags
 
 	gen        uint64 // generation of the owning Conn
 	superseded chan struct{}
@@ -197,7 +198,7 @@ func (s *shard) editEndpoints(key string, upserts []*federation.Endpoint, remove
 	for _, e := range upserts {
 		drop[e.GetAddress()] = true
 	}
-	add := federation.TagEndpoints(s.id, s.network(), upserts)
+	add := federation.TagEndpoints(s.tags(), upserts)
 	out := make([]federation.TaggedEndpoint, 0, len(old)+len(add))
 	i := 0
 	for _, e := range old {
@@ -224,11 +225,20 @@ func (s *shard) retag() {
 		for i, e := range eps {
 			plain[i] = e.Endpoint
 		}
-		s.endpoints[key] = federation.TagEndpoints(s.id, s.network(), plain)
+		s.endpoints[key] = federation.TagEndpoints(s.tags(), plain)
 	}
 }
 
 func (s *shard) network() federation.NetworkID { return federation.NetworkID(s.cluster.GetNetwork()) }
+
+// tags returns the shard's tags, made anew when its network changed:
+// every endpoint and workload of one network shares one.
+func (s *shard) tags() *federation.Tags {
+	if s.tagsOf == nil || s.tagsOf.Network() != s.network() {
+		s.tagsOf = federation.NewTags(s.id, s.network())
+	}
+	return s.tagsOf
+}
 
 // spokeID names a spoke process: its session, the same on every stream
 // it opens, and the address of its current stream.
@@ -719,8 +729,8 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	}
 	endpoints := make(map[string][]federation.TaggedEndpoint, len(byService))
 	for sk, eps := range byService {
-		tagged := federation.TagEndpoints(s.id, s.network(), eps)
-		if old := s.endpoints[sk]; slices.EqualFunc(old, tagged, func(a, b federation.TaggedEndpoint) bool { return a == b }) {
+		tagged := federation.TagEndpoints(s.tags(), eps)
+		if old := s.endpoints[sk]; slices.EqualFunc(old, tagged, func(a, b federation.TaggedEndpoint) bool { return a.Endpoint == b.Endpoint && *a.Tag == *b.Tag }) {
 			tagged = old // unchanged: the slice snapshots already share
 		} else {
 			ch.service(sk)
@@ -931,7 +941,7 @@ func (r *Registry) tagWorkloads(base *cowMap[*federation.TaggedWorkload], id fed
 		key := ""
 		if w, ok := s.workloads[uid]; ok {
 			key = w.Key() // the workload's own string: no key built per workload
-			edit.set(key, federation.TagWorkload(id, s.network(), w))
+			edit.set(key, federation.TagWorkload(s.tags(), w))
 		} else {
 			key = federation.WorkloadKey(id, uid)
 			edit.delete(key)

@@ -75,7 +75,7 @@ func export(cluster federation.ClusterID, network federation.NetworkID, svc *fed
 		Cluster:   cluster,
 		Network:   network,
 		Service:   svc,
-		Endpoints: federation.TagEndpoints(cluster, network, federation.NewEndpoints(eps...)),
+		Endpoints: federation.TagEndpoints(federation.NewTags(cluster, network), federation.NewEndpoints(eps...)),
 	}
 }
 

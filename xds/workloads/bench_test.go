@@ -40,7 +40,7 @@ func benchFleet(services, perCluster int) *fakeSnapshot {
 				n := s*perCluster + i
 				pod := fmt.Sprintf("%s-%d", name, i)
 				ip := fmt.Sprintf("10.%d.%d.%d", c, n/250, n%250+1)
-				f.workloads[federation.WorkloadKey(info.ID, "uid-"+pod)] = &federation.TaggedWorkload{Cluster: info.ID, Network: info.Network, Workload: federation.NewWorkload(info.ID, &federationpb.Workload{
+				f.workloads[federation.WorkloadKey(info.ID, "uid-"+pod)] = &federation.TaggedWorkload{Tag: &federation.Tag{Cluster: info.ID, Network: info.Network}, Workload: federation.NewWorkload(info.ID, &federationpb.Workload{
 					Uid: "uid-" + pod, Namespace: "demo", Name: pod, Ips: []string{ip}, ServiceAccount: name, Node: fmt.Sprintf("node-%d", n%50),
 					Locality: &federationpb.Locality{Region: "r1", Zone: fmt.Sprintf("z%d", n%3)}, Ready: true, Ambient: true,
 					CanonicalName: name, CanonicalRevision: "v1",
@@ -51,7 +51,7 @@ func benchFleet(services, perCluster int) *fakeSnapshot {
 					Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: pod},
 				})
 			}
-			part.Endpoints = federation.TagEndpoints(info.ID, info.Network, federation.NewEndpoints(eps...))
+			part.Endpoints = federation.TagEndpoints(federation.NewTags(info.ID, info.Network), federation.NewEndpoints(eps...))
 			parts = append(parts, part)
 		}
 		f.services["demo/"+name] = federation.MergeService(parts)
@@ -116,7 +116,7 @@ func BenchmarkWorkloadAddresses(b *testing.B) {
 	w := s.workloads[wk]
 	pb := w.Proto()
 	pb.Ready = false
-	notReadyW := &federation.TaggedWorkload{Cluster: w.Cluster, Network: w.Network, Workload: federation.NewWorkload(w.Cluster, pb)}
+	notReadyW := &federation.TaggedWorkload{Tag: w.Tag, Workload: federation.NewWorkload(w.Cluster, pb)}
 	pods := [2]*federation.TaggedWorkload{notReadyW, w}
 	views := [2]*federation.ServiceView{notReady(s.services[svcKey], "c5", w.GetIps()[0]), s.services[svcKey]}
 	// Every push sends the states s does not hold.

@@ -87,12 +87,12 @@ func fleet(pods ...pod) *fakeSnapshot {
 		}}
 	}
 	for _, p := range pods {
-		f.workloads[federation.WorkloadKey(p.cluster, "uid-"+p.name)] = &federation.TaggedWorkload{Cluster: p.cluster, Network: p.network, Workload: federation.NewWorkload(p.cluster, &federationpb.Workload{
+		f.workloads[federation.WorkloadKey(p.cluster, "uid-"+p.name)] = &federation.TaggedWorkload{Tag: &federation.Tag{Cluster: p.cluster, Network: p.network}, Workload: federation.NewWorkload(p.cluster, &federationpb.Workload{
 			Uid: "uid-" + p.name, Namespace: "demo", Name: p.name, Ips: []string{p.ip}, ServiceAccount: "echo", Node: "node-1",
 			Locality: &federationpb.Locality{Region: "r-" + string(p.cluster), Zone: "z1"}, Ready: p.ready, Ambient: true,
 			CanonicalName: "echo", CanonicalRevision: "v1",
 		})}
-		parts[p.cluster].Endpoints = append(parts[p.cluster].Endpoints, federation.TaggedEndpoint{Cluster: p.cluster, Network: p.network, Endpoint: federation.NewEndpoint(&federationpb.Endpoint{
+		parts[p.cluster].Endpoints = append(parts[p.cluster].Endpoints, federation.TaggedEndpoint{Tag: &federation.Tag{Cluster: p.cluster, Network: p.network}, Endpoint: federation.NewEndpoint(&federationpb.Endpoint{
 			Namespace: "demo", Service: "echo", Address: p.ip, Ready: p.ready,
 			Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 9090}},
 			Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: p.name},

@@ -48,7 +48,7 @@ func (c *Clusterset) SetService(cluster federation.ClusterID, svc *federationpb.
 		c.exports[key] = map[federation.ClusterID]*federation.ClusterService{}
 	}
 	network := c.clusters[cluster].Network
-	tagged := federation.TagEndpoints(cluster, network, federation.NewEndpoints(eps...))
+	tagged := federation.TagEndpoints(federation.NewTags(cluster, network), federation.NewEndpoints(eps...))
 	slices.SortFunc(tagged, func(a, b federation.TaggedEndpoint) int { return cmp.Compare(a.GetAddress(), b.GetAddress()) })
 	c.exports[key][cluster] = &federation.ClusterService{Cluster: cluster, Network: network, Service: svc, Endpoints: tagged}
 	c.pending.Services = append(c.pending.Services, key)
@@ -66,7 +66,7 @@ func (c *Clusterset) RemoveService(cluster federation.ClusterID, key string) {
 // SetWorkload adds or replaces a cluster's workload.
 func (c *Clusterset) SetWorkload(cluster federation.ClusterID, w *federationpb.Workload) {
 	key := federation.WorkloadKey(cluster, w.GetUid())
-	c.workloads[key] = federation.TagWorkload(cluster, c.clusters[cluster].Network, federation.NewWorkload(cluster, w))
+	c.workloads[key] = federation.TagWorkload(federation.NewTags(cluster, c.clusters[cluster].Network), federation.NewWorkload(cluster, w))
 	c.pending.Workloads = append(c.pending.Workloads, key)
 }
 
