@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -125,7 +124,7 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	b.ResetTimer()
 	syncStart := time.Now()
 	logPath := filepath.Join(b.TempDir(), "spoke.log")
-	debugAddr := scaleFreeAddr(b)
+	debugAddr := freeAddr(b)
 	pid := scaleRunSpoke(b, bin, logPath, append(spokeArgs, "--kubeconfig", c.Kubeconfig, "--hub", h.FederationAddr().String(),
 		"--insecure", "--cluster-id", string(scaleCluster), "--network", "net-east", "--log-level", "info",
 		"--debug-addr", debugAddr)...)
@@ -614,18 +613,6 @@ func scaleLastGC(logPath string) string {
 		}
 	}
 	return last
-}
-
-// scaleFreeAddr returns a loopback address that was free a moment ago.
-func scaleFreeAddr(b *testing.B) string {
-	b.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	_ = lis.Close()
-	return addr
 }
 
 // scaleHeapProfile saves the spoke's heap profile under the repository's

@@ -29,11 +29,7 @@ type partition struct {
 
 func startPartition(t *testing.T, target string) *partition {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &partition{lis: lis, target: target}
+	p := &partition{lis: listenLoopback(t), target: target}
 	runInBackground(t, p.serve)
 	return p
 }

@@ -133,16 +133,44 @@ func (p *process) tail() string {
 	return string(b)
 }
 
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
+// handedOut are the loopback addresses freeAddr handed out for processes
+// to listen on. Until a process binds its address, the kernel may give the
+// port to the next listener on port 0: this binary's own listeners skip
+// them (listenLoopback), or a partition could take a hub's port before
+// the hub starts.
+var handedOut sync.Map
+
+// freeAddr returns a loopback address nothing listens on, for a process to
+// listen on; no other freeAddr or listenLoopback of the run gets it.
+func freeAddr(t testing.TB) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := listenLoopback(t)
 	addr := lis.Addr().String()
+	handedOut.Store(addr, true)
 	_ = lis.Close()
 	return addr
+}
+
+// listenLoopback listens on a loopback port that freeAddr has not handed
+// out.
+func listenLoopback(t testing.TB) net.Listener {
+	t.Helper()
+	var skipped []net.Listener // held open meanwhile: the kernel gives another port
+	defer func() {
+		for _, l := range skipped {
+			_ = l.Close()
+		}
+	}()
+	for {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, taken := handedOut.Load(lis.Addr().String()); !taken {
+			return lis
+		}
+		skipped = append(skipped, lis)
+	}
 }
 
 // procHub is a hub process and its addresses.

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -36,10 +35,7 @@ func startVIP(t *testing.T, hubs ...*procHub) string {
 	}) {
 		t.Fatal("the hub replicas never turned ready")
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := listenLoopback(t)
 	runInBackground(t, func(ctx context.Context) error {
 		stop := context.AfterFunc(ctx, func() { _ = lis.Close() })
 		defer stop()

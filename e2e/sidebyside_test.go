@@ -99,8 +99,8 @@ func BenchmarkSideBySide(b *testing.B) {
 	// Every server and client starts at once: each initial sync is timed
 	// from here.
 	start := time.Now()
-	hubXDS, hubDebug := scaleFreeAddr(b), scaleFreeAddr(b)
-	federationAddr := scaleFreeAddr(b)
+	hubXDS, hubDebug := freeAddr(b), freeAddr(b)
+	federationAddr := freeAddr(b)
 	dir := b.TempDir()
 	// The policy names the clusterset's members, as in production: the
 	// hub's warm-up ends once they have synced, not at its deadline.
@@ -119,7 +119,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	spokes := make([]*testproc.Process, len(clusters))
 	spokeDebug := make([]string, len(clusters))
 	for i, c := range clusters {
-		spokeDebug[i] = scaleFreeAddr(b)
+		spokeDebug[i] = freeAddr(b)
 		spokes[i] = testproc.Start(b, "meshfed-spoke "+sideBySideIDs[i], exec.Command(bins["meshfed-spoke"],
 			"--kubeconfig", c.Kubeconfig, "--hub", federationAddr, "--insecure",
 			"--cluster-id", sideBySideIDs[i], "--network", "net1", "--debug-addr", spokeDebug[i]),
