@@ -93,9 +93,7 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 	e.node = in.str(e.node)
 	g.namespace, g.service, g.network, g.workloadKind = in.str(g.namespace), in.str(g.service), in.str(g.network), in.str(g.workloadKind)
 	g.locality = in.Locality(g.locality)
-	if !hasUnknown(g.ports) {
-		g.ports = in.endpointPorts(g.ports)
-	}
+	g.ports = in.endpointPorts(g.ports)
 	k := groupKey{namespace: g.namespace, service: g.service, network: g.network, workloadKind: g.workloadKind, nPorts: len(g.ports), locality: g.locality}
 	if len(g.ports) > 0 {
 		k.ports = g.ports[0]
@@ -144,86 +142,56 @@ func (g *endpointGroup) equal(o *endpointGroup) bool {
 }
 
 // The getters are named as the message's, so that readers of either read
-// alike. Like the message's, they are safe on nil.
+// alike. Like the message's, they are safe on nil: a nil endpoint reads as
+// noEndpoint.
+
+var noEndpoint = Endpoint{group: &endpointGroup{}}
+
+func (e *Endpoint) orNone() *Endpoint {
+	if e == nil {
+		return &noEndpoint
+	}
+	return e
+}
 
 // GetNamespace is the namespace of the endpoint's service.
-func (e *Endpoint) GetNamespace() string {
-	if e == nil {
-		return ""
-	}
-	return e.group.namespace
-}
+func (e *Endpoint) GetNamespace() string { return e.orNone().group.namespace }
 
 // GetService is the name of the endpoint's service.
-func (e *Endpoint) GetService() string {
-	if e == nil {
-		return ""
-	}
-	return e.group.service
-}
+func (e *Endpoint) GetService() string { return e.orNone().group.service }
 
 // GetAddress is the endpoint's IP address.
-func (e *Endpoint) GetAddress() string {
-	if e == nil {
-		return ""
-	}
-	return e.address
-}
+func (e *Endpoint) GetAddress() string { return e.orNone().address }
 
 // GetPorts returns the endpoint's ports, shared: do not modify them.
-func (e *Endpoint) GetPorts() []*federationpb.EndpointPort {
-	if e == nil {
-		return nil
-	}
-	return e.group.ports
-}
+func (e *Endpoint) GetPorts() []*federationpb.EndpointPort { return e.orNone().group.ports }
 
 // GetReady reports the endpoint ready.
-func (e *Endpoint) GetReady() bool { return e != nil && e.ready }
+func (e *Endpoint) GetReady() bool { return e.orNone().ready }
 
 // GetServing reports the endpoint serving (ready or not, while it terminates).
-func (e *Endpoint) GetServing() bool { return e != nil && e.serving }
+func (e *Endpoint) GetServing() bool { return e.orNone().serving }
 
 // GetTerminating reports the endpoint terminating.
-func (e *Endpoint) GetTerminating() bool { return e != nil && e.terminating }
+func (e *Endpoint) GetTerminating() bool { return e.orNone().terminating }
 
 // GetNode is the name of the endpoint's node.
-func (e *Endpoint) GetNode() string {
-	if e == nil {
-		return ""
-	}
-	return e.node
-}
+func (e *Endpoint) GetNode() string { return e.orNone().node }
 
 // GetLocality returns the endpoint's locality, shared: do not modify it.
-func (e *Endpoint) GetLocality() *federationpb.Locality {
-	if e == nil {
-		return nil
-	}
-	return e.group.locality
-}
+func (e *Endpoint) GetLocality() *federationpb.Locality { return e.orNone().group.locality }
 
 // GetHostname is the endpoint's DNS hostname, for headless services.
-func (e *Endpoint) GetHostname() string {
-	if e == nil {
-		return ""
-	}
-	return e.hostname
-}
+func (e *Endpoint) GetHostname() string { return e.orNone().hostname }
 
 // GetNetwork is the endpoint's own network, overriding its cluster's
 // ("": its cluster's).
-func (e *Endpoint) GetNetwork() string {
-	if e == nil {
-		return ""
-	}
-	return e.group.network
-}
+func (e *Endpoint) GetNetwork() string { return e.orNone().group.network }
 
 // Workload returns the reference to the endpoint's workload, if it has
 // one.
 func (e *Endpoint) Workload() (WorkloadRef, bool) {
-	if e == nil || !e.hasWorkload {
+	if e = e.orNone(); !e.hasWorkload {
 		return WorkloadRef{}, false
 	}
 	return WorkloadRef{Kind: e.group.workloadKind, Name: e.workloadName, UID: e.workloadUID}, true

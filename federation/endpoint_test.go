@@ -9,14 +9,26 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
+// fullEndpoint is a valid endpoint with every field set.
 func fullEndpoint() *federationpb.Endpoint {
-	return &federationpb.Endpoint{
-		Namespace: "demo", Service: "echo", Address: "10.0.0.1",
-		Ports: []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, AppProtocol: "grpc", Port: 9090}},
-		Ready: true, Serving: true, Terminating: true, Node: "node-1",
-		Locality: &federationpb.Locality{Region: "r1", Zone: "z1", Subzone: "s1"},
-		Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: "echo-1", Uid: "uid-1"},
-		Hostname: "echo-1", Network: "n2",
+	e := validEndpoint()
+	e.Ports[0].AppProtocol = "grpc"
+	e.Serving, e.Terminating, e.Node, e.Locality.Subzone = true, true, "node-1", "s1"
+	e.Workload = &federationpb.WorkloadRef{Kind: "Pod", Name: "echo-1", Uid: "uid-1"}
+	e.Hostname, e.Network = "echo-1", "n2"
+	return e
+}
+
+// eachChangeDiffers checks that every change of a message makes an object
+// that base is not Equal to, either way round.
+func eachChangeDiffers[M any, T interface{ Equal(T) bool }](t *testing.T, base T, fresh func() M, convert func(M) T, changes map[string]func(M)) {
+	t.Helper()
+	for name, change := range changes {
+		m := fresh()
+		change(m)
+		if other := convert(m); base.Equal(other) || other.Equal(base) {
+			t.Errorf("objects that differ in %s are equal", name)
+		}
 	}
 }
 
@@ -58,7 +70,7 @@ func TestEndpointEqual(t *testing.T) {
 	if !base.Equal(same) || !same.Equal(base) {
 		t.Error("equal endpoints from two interners differ")
 	}
-	for name, change := range map[string]func(*federationpb.Endpoint){
+	eachChangeDiffers(t, base, fullEndpoint, NewEndpoint, map[string]func(*federationpb.Endpoint){
 		"address":       func(e *federationpb.Endpoint) { e.Address = "10.0.0.9" },
 		"ready":         func(e *federationpb.Endpoint) { e.Ready = false },
 		"serving":       func(e *federationpb.Endpoint) { e.Serving = false },
@@ -75,13 +87,7 @@ func TestEndpointEqual(t *testing.T) {
 		"workload uid":  func(e *federationpb.Endpoint) { e.Workload.Uid = "uid-2" },
 		"workload kind": func(e *federationpb.Endpoint) { e.Workload.Kind = "Job" },
 		"no workload":   func(e *federationpb.Endpoint) { e.Workload = nil },
-	} {
-		pb := fullEndpoint()
-		change(pb)
-		if other := NewEndpoint(pb); base.Equal(other) || other.Equal(base) {
-			t.Errorf("endpoints that differ in %s are equal", name)
-		}
-	}
+	})
 	if base.Equal(nil) || !(*Endpoint)(nil).Equal(nil) {
 		t.Error("nil is equal to an endpoint, or not to itself")
 	}

@@ -76,8 +76,12 @@ func (in *Interner) endpointPorts(ps []*federationpb.EndpointPort) []*federation
 	if len(ps) == 0 {
 		return ps
 	}
+	// EqualVT compares unknown fields too, and lastPorts has none.
 	if slices.EqualFunc(ps, in.lastPorts, (*federationpb.EndpointPort).EqualVT) {
 		return in.lastShared
+	}
+	if hasUnknown(ps) {
+		return ps // sharing would mix them up
 	}
 	shared := in.sharedPorts(ps)
 	in.lastPorts, in.lastShared = ps, shared

@@ -17,12 +17,6 @@ func EndpointKey(ep *federationpb.Endpoint) string {
 	return ep.GetNamespace() + "/" + ep.GetService() + "/" + ep.GetAddress()
 }
 
-// EndpointServiceKey returns the service key of an endpoint key.
-func EndpointServiceKey(endpointKey string) string {
-	sk, _ := SplitEndpointKey(endpointKey)
-	return sk
-}
-
 // SplitEndpointKey returns the service key and the address of an endpoint
 // key ("", "" for a key that is none).
 func SplitEndpointKey(endpointKey string) (serviceKey, address string) {

@@ -34,9 +34,6 @@ func NewTags(cluster ClusterID, network NetworkID) *Tags {
 	return &Tags{cluster: Tag{Cluster: cluster, Network: network}}
 }
 
-// Network is the cluster's network.
-func (t *Tags) Network() NetworkID { return t.cluster.Network }
-
 // Of returns the tag of an object whose own network is override ("": the
 // cluster's).
 func (t *Tags) Of(override string) *Tag {

@@ -96,120 +96,66 @@ func (g *workloadGroup) equal(o *workloadGroup) bool {
 }
 
 // The getters are named as the message's, so that readers of either read
-// alike. Like the message's, they are safe on nil.
+// alike. Like the message's, they are safe on nil: a nil workload reads as
+// noWorkload.
+
+var noWorkload = Workload{group: &workloadGroup{}}
+
+func (w *Workload) orNone() *Workload {
+	if w == nil {
+		return &noWorkload
+	}
+	return w
+}
 
 // GetUid is the pod's uid.
 func (w *Workload) GetUid() string { //nolint:revive // named as the message's getter
-	if w == nil {
-		return ""
-	}
-	return w.key[strings.IndexByte(w.key, '/')+1:] // a cluster ID is a DNS label: no '/'
+	k := w.orNone().key
+	return k[strings.IndexByte(k, '/')+1:] // a cluster ID is a DNS label: no '/'
 }
 
 // Key is the workload's key in the clusterset (see WorkloadKey).
-func (w *Workload) Key() string {
-	if w == nil {
-		return ""
-	}
-	return w.key
-}
+func (w *Workload) Key() string { return w.orNone().key }
 
 // GetNamespace is the pod's namespace.
-func (w *Workload) GetNamespace() string {
-	if w == nil {
-		return ""
-	}
-	return w.group.namespace
-}
+func (w *Workload) GetNamespace() string { return w.orNone().group.namespace }
 
 // GetName is the pod's name.
-func (w *Workload) GetName() string {
-	if w == nil {
-		return ""
-	}
-	return w.name
-}
+func (w *Workload) GetName() string { return w.orNone().name }
 
 // GetIps returns the pod's addresses, shared: do not modify them.
-func (w *Workload) GetIps() []string {
-	if w == nil {
-		return nil
-	}
-	return w.ips
-}
+func (w *Workload) GetIps() []string { return w.orNone().ips }
 
 // GetServiceAccount is the pod's service account.
-func (w *Workload) GetServiceAccount() string {
-	if w == nil {
-		return ""
-	}
-	return w.group.serviceAccount
-}
+func (w *Workload) GetServiceAccount() string { return w.orNone().group.serviceAccount }
 
 // GetNode is the name of the pod's node.
-func (w *Workload) GetNode() string {
-	if w == nil {
-		return ""
-	}
-	return w.node
-}
+func (w *Workload) GetNode() string { return w.orNone().node }
 
 // GetLocality returns the pod's locality, shared: do not modify it.
-func (w *Workload) GetLocality() *federationpb.Locality {
-	if w == nil {
-		return nil
-	}
-	return w.group.locality
-}
+func (w *Workload) GetLocality() *federationpb.Locality { return w.orNone().group.locality }
 
 // GetApp is the pod's app label.
-func (w *Workload) GetApp() string {
-	if w == nil {
-		return ""
-	}
-	return w.group.app
-}
+func (w *Workload) GetApp() string { return w.orNone().group.app }
 
 // GetVersion is the pod's version label.
-func (w *Workload) GetVersion() string {
-	if w == nil {
-		return ""
-	}
-	return w.group.version
-}
+func (w *Workload) GetVersion() string { return w.orNone().group.version }
 
 // GetCanonicalName is the pod's service.istio.io/canonical-name.
-func (w *Workload) GetCanonicalName() string {
-	if w == nil {
-		return ""
-	}
-	return w.group.canonicalName
-}
+func (w *Workload) GetCanonicalName() string { return w.orNone().group.canonicalName }
 
 // GetCanonicalRevision is the pod's service.istio.io/canonical-revision.
-func (w *Workload) GetCanonicalRevision() string {
-	if w == nil {
-		return ""
-	}
-	return w.group.canonicalRevision
-}
+func (w *Workload) GetCanonicalRevision() string { return w.orNone().group.canonicalRevision }
 
 // GetNetwork is the pod's own network, overriding its cluster's ("": its
 // cluster's).
-func (w *Workload) GetNetwork() string {
-	if w == nil {
-		return ""
-	}
-	return w.group.network
-}
+func (w *Workload) GetNetwork() string { return w.orNone().group.network }
 
 // GetReady reports the pod ready.
-func (w *Workload) GetReady() bool { return w != nil && w.ready }
+func (w *Workload) GetReady() bool { return w.orNone().ready }
 
 // GetAmbient reports the pod enrolled in ambient mode.
-func (w *Workload) GetAmbient() bool { return w != nil && w.group.ambient }
+func (w *Workload) GetAmbient() bool { return w.orNone().group.ambient }
 
 // GetMeshTls reports the pod taking Istio mutual TLS.
-func (w *Workload) GetMeshTls() bool { //nolint:revive // named as the message's getter
-	return w != nil && w.group.meshTLS
-}
+func (w *Workload) GetMeshTls() bool { return w.orNone().group.meshTLS } //nolint:revive // named as the message's getter

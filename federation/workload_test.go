@@ -8,13 +8,14 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
+// fullWorkload is a valid workload with every field set.
 func fullWorkload() *federationpb.Workload {
-	return &federationpb.Workload{
-		Uid: "uid-1", Namespace: "demo", Name: "echo-1", Ips: []string{"10.0.0.1", "fd00::1"},
-		ServiceAccount: "echo", Node: "node-1", Locality: &federationpb.Locality{Region: "r1", Zone: "z1"},
-		App: "echo", Version: "v1", CanonicalName: "echo", CanonicalRevision: "v1", Network: "n2",
-		Ready: true, Ambient: true, MeshTls: true,
-	}
+	w := validWorkload()
+	w.Ips = append(w.Ips, "fd00::1")
+	w.ServiceAccount, w.Node, w.Locality = "echo", "node-1", &federationpb.Locality{Region: "r1", Zone: "z1"}
+	w.App, w.Version, w.CanonicalName, w.CanonicalRevision, w.Network = "echo", "v1", "echo", "v1", "n2"
+	w.Ready, w.Ambient, w.MeshTls = true, true, true
+	return w
 }
 
 // TestWorkloadKeepsEveryField: the hub's form holds every field the
@@ -45,7 +46,8 @@ func TestWorkloadEqual(t *testing.T) {
 	if same := NewInterner().Workload("east", fullWorkload()); !base.Equal(same) || !same.Equal(base) {
 		t.Error("equal workloads from two interners differ")
 	}
-	for name, change := range map[string]func(*federationpb.Workload){
+	east := func(pb *federationpb.Workload) *Workload { return NewWorkload("east", pb) }
+	eachChangeDiffers(t, base, fullWorkload, east, map[string]func(*federationpb.Workload){
 		"uid":                func(w *federationpb.Workload) { w.Uid = "uid-2" },
 		"name":               func(w *federationpb.Workload) { w.Name = "echo-2" },
 		"node":               func(w *federationpb.Workload) { w.Node = "node-2" },
@@ -61,13 +63,7 @@ func TestWorkloadEqual(t *testing.T) {
 		"zone":               func(w *federationpb.Workload) { w.Locality.Zone = "z2" },
 		"ambient":            func(w *federationpb.Workload) { w.Ambient = false },
 		"mesh TLS":           func(w *federationpb.Workload) { w.MeshTls = false },
-	} {
-		pb := fullWorkload()
-		change(pb)
-		if other := NewWorkload("east", pb); base.Equal(other) || other.Equal(base) {
-			t.Errorf("workloads that differ in %s are equal", name)
-		}
-	}
+	})
 }
 
 // TestInternerSharesWorkloadGroups: pods alike but for their own fields

@@ -168,9 +168,14 @@ func TestLeaseStaleThenWithdrawn(t *testing.T) {
 		t.Error("resumed a withdrawn cluster's session")
 	}
 	lt.waitState(t, "east", federation.Live)
-	must(t, back.Apply("s2", full("east", "n1", 1, []*federationpb.Service{svc("only-east")}, []*federationpb.Endpoint{ep("only-east", "10.0.0.2")}, nil)))
-	if _, ok := lt.r.Current().Service("demo/only-east"); !ok {
-		t.Error("a returning cluster's service is not served")
+	// On another network: what it sends is tagged with that one.
+	must(t, back.Apply("s2", full("east", "n7", 1, []*federationpb.Service{svc("only-east")}, []*federationpb.Endpoint{ep("only-east", "10.0.0.2")}, nil)))
+	v, ok := lt.r.Current().Service("demo/only-east")
+	if !ok {
+		t.Fatal("a returning cluster's service is not served")
+	}
+	if e := v.Clusters[0].Endpoints[0]; e.Network != "n7" {
+		t.Errorf("a cluster back on network n7 has its endpoint on %q", e.Network)
 	}
 }
 

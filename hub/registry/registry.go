@@ -148,7 +148,9 @@ type shard struct {
 	endpoints map[string][]federation.TaggedEndpoint
 	nEndpoint int
 	workloads map[string]*federation.Workload
-	tagsOf    *federation.Tags // see tags
+	// tags are the shard's tags, made anew when its network changes:
+	// every endpoint and workload of one network shares one.
+	tags *federation.Tags
 
 	gen        uint64 // generation of the owning Conn
 	superseded chan struct{}
@@ -198,7 +200,7 @@ func (s *shard) editEndpoints(key string, upserts []*federation.Endpoint, remove
 	for _, e := range upserts {
 		drop[e.GetAddress()] = true
 	}
-	add := federation.TagEndpoints(s.tags(), upserts)
+	add := federation.TagEndpoints(s.tags, upserts)
 	out := make([]federation.TaggedEndpoint, 0, len(old)+len(add))
 	i := 0
 	for _, e := range old {
@@ -218,27 +220,19 @@ func (s *shard) editEndpoints(key string, upserts []*federation.Endpoint, remove
 	s.endpoints[key] = out
 }
 
-// retag tags every endpoint of the shard anew, for a new network.
+// retag tags every endpoint of the shard anew, for a new network; the
+// order by address stands.
 func (s *shard) retag() {
 	for key, eps := range s.endpoints {
-		plain := make([]*federation.Endpoint, len(eps))
+		out := make([]federation.TaggedEndpoint, len(eps))
 		for i, e := range eps {
-			plain[i] = e.Endpoint
+			out[i] = federation.TaggedEndpoint{Tag: s.tags.Of(e.GetNetwork()), Endpoint: e.Endpoint}
 		}
-		s.endpoints[key] = federation.TagEndpoints(s.tags(), plain)
+		s.endpoints[key] = out
 	}
 }
 
 func (s *shard) network() federation.NetworkID { return federation.NetworkID(s.cluster.GetNetwork()) }
-
-// tags returns the shard's tags, made anew when its network changed:
-// every endpoint and workload of one network shares one.
-func (s *shard) tags() *federation.Tags {
-	if s.tagsOf == nil || s.tagsOf.Network() != s.network() {
-		s.tagsOf = federation.NewTags(s.id, s.network())
-	}
-	return s.tagsOf
-}
 
 // spokeID names a spoke process: its session, the same on every stream
 // it opens, and the address of its current stream.
@@ -669,10 +663,13 @@ func (s *shard) setCluster(cl *federationpb.Cluster, ch *changeSet) {
 	if s.cluster.EqualVT(cl) {
 		return
 	}
-	retag := s.cluster != nil && s.cluster.GetNetwork() != cl.GetNetwork()
+	prev := s.cluster
 	s.cluster = cl
 	ch.clusters = true
-	if retag {
+	if prev == nil || prev.GetNetwork() != cl.GetNetwork() {
+		s.tags = federation.NewTags(s.id, s.network())
+	}
+	if prev != nil && prev.GetNetwork() != cl.GetNetwork() {
 		ch.all = true
 		s.retag()
 	}
@@ -729,7 +726,7 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	}
 	endpoints := make(map[string][]federation.TaggedEndpoint, len(byService))
 	for sk, eps := range byService {
-		tagged := federation.TagEndpoints(s.tags(), eps)
+		tagged := federation.TagEndpoints(s.tags, eps)
 		if old := s.endpoints[sk]; slices.EqualFunc(old, tagged, func(a, b federation.TaggedEndpoint) bool { return a.Endpoint == b.Endpoint && *a.Tag == *b.Tag }) {
 			tagged = old // unchanged: the slice snapshots already share
 		} else {
@@ -941,7 +938,7 @@ func (r *Registry) tagWorkloads(base *cowMap[*federation.TaggedWorkload], id fed
 		key := ""
 		if w, ok := s.workloads[uid]; ok {
 			key = w.Key() // the workload's own string: no key built per workload
-			edit.set(key, federation.TagWorkload(s.tags(), w))
+			edit.set(key, federation.TagWorkload(s.tags, w))
 		} else {
 			key = federation.WorkloadKey(id, uid)
 			edit.delete(key)

@@ -48,8 +48,7 @@ func (c *Clusterset) SetService(cluster federation.ClusterID, svc *federationpb.
 		c.exports[key] = map[federation.ClusterID]*federation.ClusterService{}
 	}
 	network := c.clusters[cluster].Network
-	tagged := federation.TagEndpoints(federation.NewTags(cluster, network), federation.NewEndpoints(eps...))
-	slices.SortFunc(tagged, func(a, b federation.TaggedEndpoint) int { return cmp.Compare(a.GetAddress(), b.GetAddress()) })
+	tagged := federation.TagEndpoints(federation.NewTags(cluster, network), federation.NewEndpoints(eps...)) // sorted by address
 	c.exports[key][cluster] = &federation.ClusterService{Cluster: cluster, Network: network, Service: svc, Endpoints: tagged}
 	c.pending.Services = append(c.pending.Services, key)
 }
