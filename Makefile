@@ -18,6 +18,14 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -X github.com/meshfed/meshfed/internal/version.version=$(VERSION) -X github.com/meshfed/meshfed/internal/version.revision=$(REVISION)
 
+# Every build, test and the binaries tests build are built with BUILDTAGS.
+# grpcnotrace builds gRPC without golang.org/x/net/trace, whose templates
+# would keep the linker from dropping methods nothing calls (the generated
+# validation of every linked Envoy type among them): meshfed-hub is a third
+# smaller, and so are the pages of it a running hub holds (docs/images.md).
+BUILDTAGS ?= grpcnotrace
+export GOFLAGS := $(strip $(GOFLAGS) -tags=$(BUILDTAGS))
+
 .PHONY: build
 build: ## Build bin/meshfed, and bin/meshfed-hub and bin/meshfed-spoke (each alone, for images).
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/meshfed ./cmd/meshfed
@@ -36,7 +44,7 @@ IMAGE_OUT       ?= $(BIN)/images/oci
 .PHONY: image
 image: ## Build the hub and spoke images (linux/amd64, linux/arm64) into bin/images/oci, an OCI layout; no Docker needed.
 	cd hack/image && GOWORK=off $(GO) run . -root '$(CURDIR)' -out '$(abspath $(IMAGE_OUT))' -go '$(GO)' \
-		-version '$(VERSION)' -revision '$(REVISION)' -ldflags '$(LDFLAGS)' \
+		-version '$(VERSION)' -revision '$(REVISION)' -ldflags '$(LDFLAGS)' -tags '$(BUILDTAGS)' \
 		-images '$(IMAGES)' -platforms '$(IMAGE_PLATFORMS)'
 
 .PHONY: test

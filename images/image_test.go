@@ -236,7 +236,7 @@ func checkLayer(t *testing.T, p platform, files []file, name string) {
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
 	}
-	if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" || settings["GOARCH"] != p.Architecture {
+	if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" || settings["-tags"] != "grpcnotrace" || settings["GOARCH"] != p.Architecture {
 		t.Errorf("%s: /%s built with %v", p, name, bi.Settings)
 	}
 	// -trimpath keeps -ldflags out of the build info, but the strings -X

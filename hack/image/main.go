@@ -63,6 +63,7 @@ type config struct {
 	out       string // the OCI layout directory, replaced as a whole
 	goBin     string
 	ldflags   string
+	tags      string // go build -tags
 	version   string // the images' tag and org.opencontainers.image.version
 	revision  string
 	images    []image
@@ -141,6 +142,7 @@ func parseFlags(args []string, sourceDateEpoch string) (config, error) {
 	flags.StringVar(&cfg.out, "out", "../../bin/images/oci", "the OCI image layout to write (replaced)")
 	flags.StringVar(&cfg.goBin, "go", cfg.goBin, "the go command")
 	flags.StringVar(&cfg.ldflags, "ldflags", "", "go build -ldflags (the Makefile's LDFLAGS, which stamp the version)")
+	flags.StringVar(&cfg.tags, "tags", "grpcnotrace", "go build -tags (the Makefile's BUILDTAGS: gRPC without golang.org/x/net/trace, for smaller binaries)")
 	flags.StringVar(&cfg.version, "version", "dev", "the images' tag and version label; the same as the version -ldflags stamps")
 	flags.StringVar(&cfg.revision, "revision", "", "the revision label (the commit)")
 	flags.StringVar(&names, "images", "meshfed-hub,meshfed-spoke", "comma-separated images to build, each into its own index")
@@ -184,7 +186,7 @@ func parseFlags(args []string, sourceDateEpoch string) (config, error) {
 // build compiles every image's binary for p into dir, in one go build so
 // that the packages the binaries share are scheduled once.
 func (c config) build(ctx context.Context, p v1.Platform, dir string) error {
-	args := []string{"build", "-trimpath", "-ldflags", c.ldflags, "-o", dir + string(filepath.Separator)}
+	args := []string{"build", "-trimpath", "-tags", c.tags, "-ldflags", c.ldflags, "-o", dir + string(filepath.Separator)}
 	for _, im := range c.images {
 		args = append(args, im.pkg)
 	}
