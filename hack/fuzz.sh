@@ -29,9 +29,8 @@ fi
 # Go's fuzz coordinator can end a run of -fuzztime with a bare "context
 # deadline exceeded" when a loaded machine keeps a worker busy past the
 # deadline (golang/go#75804, fixed in Go 1.27). That is not a finding: a
-# real one writes its input under testdata/fuzz/<target>/. A failure that
-# wrote nothing and printed only that error is reported and passed over.
-corpus() { find "$1/testdata/fuzz/$2" -type f 2>/dev/null | sort || true; }
+# real one prints "Failing input written". A failure with that error and
+# no failing input is reported and passed over.
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -40,12 +39,10 @@ skipped=0
 for t in "${targets[@]}"; do
   pkg=${t% *} name=${t##* }
   printf -- '--- %s %s (%s)\n' "$name" "$pkg" "$fuzztime"
-  before=$(corpus "$pkg" "$name")
   if "$GO" test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg" 2>&1 | tee "$log"; then
     continue
   fi
-  if [[ "$(corpus "$pkg" "$name")" == "$before" ]] &&
-    grep -qx '    context deadline exceeded' "$log" &&
+  if grep -qx '    context deadline exceeded' "$log" &&
     ! grep -q 'Failing input written' "$log"; then
     printf -- '--- %s: Go'"'"'s fuzz coordinator stopped on its own deadline (golang/go#75804), no failing input; passed over\n' "$name"
     skipped=$((skipped + 1))

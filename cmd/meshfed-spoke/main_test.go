@@ -54,10 +54,8 @@ func TestLinksOnlyTheSpoke(t *testing.T) {
 		// algorithm over a Lease-only REST client.
 		"k8s.io/client-go/tools/leaderelection",
 		"sigs.k8s.io/mcs-api/pkg/client",
-		// Built as shipped (the Makefile's BUILDTAGS), nothing may link a
-		// template package: text/template calls methods by name, which
-		// keeps the linker from dropping any exported method of a linked
-		// type (a third of the binary).
+		// As the Makefile's BUILDTAGS build it: text/template's
+		// MethodByName would keep every exported method linked.
 		"golang.org/x/net/trace",
 		"text/template",
 		"html/template",
