@@ -34,6 +34,7 @@ func waitForClusters(ctx context.Context, connect connector, want []federation.C
 		last    *hubStatus
 		waiting []string
 		failed  error // the last attempt's error, when it failed
+		cut     error // the error of an attempt the deadline cut short
 		said    string
 	)
 	for {
@@ -62,7 +63,9 @@ func waitForClusters(ctx context.Context, connect connector, want []federation.C
 			}
 		case errors.As(err, new(*permanentError)):
 			return err
-		case ctx.Err() == nil: // not the deadline cutting the attempt short
+		case ended(ctx):
+			cut = err // says less than the attempts before it did
+		default:
 			failed = err
 		}
 		msg := strings.Join(waiting, ", ")
@@ -87,10 +90,25 @@ func waitForClusters(ctx context.Context, connect connector, want []federation.C
 			if failed != nil {
 				return fmt.Errorf("%s: %w", stopped, failed)
 			}
+			if last == nil && cut != nil { // not one attempt finished
+				return fmt.Errorf("%s: %w", stopped, cut)
+			}
 			return fmt.Errorf("%s; not live and synced: %s", stopped, strings.Join(waiting, ", "))
 		case <-tick.C:
 		}
 	}
+}
+
+// ended: ctx is done, or its deadline has passed and its timer has not
+// fired yet. In that window, clients that check the deadline themselves
+// (client-go's rate limiter) fail with errors of their own, which must
+// not pass for the answer the attempt was after.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }
 
 // notReady says what is not ready, each with why: the hub (when s has

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,6 +227,79 @@ func TestStatusWaitTimesOut(t *testing.T) {
 	if !strings.Contains(stdout.String(), "\neast ") {
 		t.Errorf("no last status printed:\n%s", stdout.String())
 	}
+}
+
+// TestStatusWaitAtTheDeadline: an attempt that fails between the
+// deadline and the moment the context's timer fires (client-go's rate
+// limiter refuses to wait past a deadline on its own) does not replace
+// what the attempts before it found out.
+func TestStatusWaitAtTheDeadline(t *testing.T) {
+	ctx := newRacingDeadline(t.Context())
+	attempts := 0
+	connect := func(context.Context) (*hubConn, error) {
+		attempts++
+		if attempts == 1 {
+			return nil, errors.New("no pod in namespace meshfed matches app.kubernetes.io/name=meshfed-hub")
+		}
+		ctx.pass()
+		return nil, errors.New("client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline")
+	}
+	err := waitForClusters(ctx, connect, nil, time.Millisecond, time.Second, func(*hubStatus) error { return nil }, io.Discard)
+	if want := "timed out after 1s: no pod in namespace meshfed matches app.kubernetes.io/name=meshfed-hub"; err == nil || err.Error() != want {
+		t.Errorf("status --wait = %v, want %q", err, want)
+	}
+
+	// When no attempt finished before the deadline, the one it cut short
+	// is all there is to say.
+	ctx = newRacingDeadline(t.Context())
+	connect = func(context.Context) (*hubConn, error) {
+		ctx.pass()
+		return nil, errors.New("list the hub's pods: rate: Wait(n=1) would exceed context deadline")
+	}
+	err = waitForClusters(ctx, connect, nil, time.Millisecond, time.Second, func(*hubStatus) error { return nil }, io.Discard)
+	if want := "timed out after 1s: list the hub's pods: rate: Wait(n=1) would exceed context deadline"; err == nil || err.Error() != want {
+		t.Errorf("status --wait = %v, want %q", err, want)
+	}
+}
+
+// racingDeadline is a context whose deadline has passed (pass) while it
+// is not done yet, as a real one's is until its timer runs: here, until
+// the next time someone waits on Done.
+type racingDeadline struct {
+	context.Context
+	cancel   context.CancelFunc
+	deadline atomic.Pointer[time.Time]
+	passed   atomic.Bool
+}
+
+func newRacingDeadline(parent context.Context) *racingDeadline {
+	ctx, cancel := context.WithCancel(parent)
+	r := &racingDeadline{Context: ctx, cancel: cancel}
+	later := time.Now().Add(time.Hour)
+	r.deadline.Store(&later)
+	return r
+}
+
+func (r *racingDeadline) pass() {
+	now := time.Now()
+	r.deadline.Store(&now)
+	r.passed.Store(true)
+}
+
+func (r *racingDeadline) Deadline() (time.Time, bool) { return *r.deadline.Load(), true }
+
+func (r *racingDeadline) Done() <-chan struct{} {
+	if r.passed.Load() {
+		r.cancel()
+	}
+	return r.Context.Done()
+}
+
+func (r *racingDeadline) Err() error {
+	if r.Context.Err() != nil {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // TestStatusClusters: without --wait, --clusters makes status fail when
