@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -92,7 +95,7 @@ func (c *client) dial(addr string) error {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(fastReconnect),
 		grpc.WithStatsHandler(c.wire),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(200<<20), grpc.ForceCodec(RawCodec{})))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(200<<20), grpc.ForceCodecV2(RawCodec{})))
 	c.conn = conn
 	return err
 }
@@ -204,6 +207,9 @@ func (st *streamState) apply(r *response) {
 		st.endpoints[name] = n
 	}
 	if st.addresses != nil {
+		if len(st.addresses) == 0 {
+			st.addresses = make(map[string]struct{}, len(r.names))
+		}
 		for _, name := range r.names {
 			st.addresses[name] = struct{}{}
 		}
@@ -277,17 +283,19 @@ var (
 	workloadAddresses = []protowire.Number{1, 3}
 )
 
-// Parse reads an encoded response (for RawCodec).
+// Parse reads an encoded response (for RawCodec). The type URL follows
+// the resources in the encoding, so a first pass reads the fields that
+// are not resources, and counts the resources, before a second reads them.
 func (r *response) Parse(b []byte) error {
 	now := time.Now()
 	delta := r.c.kind != kindGRPC
-	var resources [][]byte
+	resources := 0
 	err := EachField(b, func(num protowire.Number, v []byte) {
 		switch num {
 		case respVersion:
 			r.version = string(v)
 		case respResources:
-			resources = append(resources, v)
+			resources++
 		case respTypeURL:
 			r.typeURL = string(v)
 		case respNonce:
@@ -301,9 +309,16 @@ func (r *response) Parse(b []byte) error {
 	if err != nil {
 		return err
 	}
-	for _, res := range resources {
-		var value []byte
+	if r.c.kind == kindZtunnel {
+		r.names = make([]string, 0, resources)
+	}
+	return EachField(b, func(num protowire.Number, res []byte) {
+		if num != respResources {
+			return
+		}
+		value := res
 		if delta {
+			value = nil
 			_ = EachField(res, func(num protowire.Number, v []byte) {
 				switch num {
 				case resourceName:
@@ -314,8 +329,6 @@ func (r *response) Parse(b []byte) error {
 					value = v
 				}
 			})
-		} else {
-			value = res
 		}
 		value = First(value, []protowire.Number{resourceValue}) // Any.value
 		switch r.typeURL {
@@ -336,8 +349,7 @@ func (r *response) Parse(b []byte) error {
 				}
 			})
 		}
-	}
-	return nil
+	})
 }
 
 // EachField calls fn with the number and value of every length-delimited
@@ -395,28 +407,56 @@ func First(b []byte, path []protowire.Number) []byte {
 }
 
 // RawCodec encodes requests as protobuf and hands each response, undecoded,
-// to the Parse method of the value it is received into.
+// to the Parse method of the value it is received into. Parse must not
+// keep the bytes it is given: they are reused once it returns.
 type RawCodec struct{}
+
+var _ encoding.CodecV2 = RawCodec{}
 
 // Name is grpc-go's protobuf codec's.
 func (RawCodec) Name() string { return "proto" }
 
 // Marshal encodes a request.
-func (RawCodec) Marshal(v any) ([]byte, error) {
+func (RawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("cannot encode %T", v)
 	}
-	return proto.Marshal(m)
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 }
 
+// parseBuffers hold responses that arrived in more than one piece while
+// they are parsed. A ztunnel's first response is tens of megabytes: a new
+// buffer for each would cost the harness more (the kernel's page faults,
+// the collector) than the hub spends building it.
+var parseBuffers sync.Pool // of *[]byte
+
 // Unmarshal hands data to v's Parse.
-func (RawCodec) Unmarshal(data []byte, v any) error {
+func (RawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	p, ok := v.(interface{ Parse([]byte) error })
 	if !ok {
 		return fmt.Errorf("cannot decode into %T", v)
 	}
-	return p.Parse(data)
+	if len(data) == 1 {
+		return p.Parse(data[0].ReadOnlyData())
+	}
+	buf, _ := parseBuffers.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	if n := data.Len(); cap(*buf) < n {
+		*buf = make([]byte, n)
+	} else {
+		*buf = (*buf)[:n]
+	}
+	data.CopyTo(*buf)
+	err := p.Parse(*buf)
+	parseBuffers.Put(buf)
+	return err
 }
 
 // WireBytes is a grpc-go stats handler that counts the bytes the

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -501,6 +503,14 @@ func (r *runner) restart(ctx context.Context) error {
 			}
 			r.logf("CPU profile of the restart: %s", path)
 		})
+		// The harness shares the machine with the hub: its spokes resend
+		// their state and its clients decode the hub's first responses,
+		// so its own profile says how much of the restart is its work.
+		stop, err := profileSelf(filepath.Join(dir, r.server+"-restart-harness-cpu.pprof"))
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	last, err := r.awaitClients(ctx, gen, "convergence after a hub restart")
 	if err != nil {
@@ -514,6 +524,22 @@ func (r *runner) restart(ctx context.Context) error {
 	r.logf("hub SIGKILLed and restarted: every client had the full state again after %.2fs; %d partial EDS responses",
 		r.res.RestartSeconds, r.res.RestartPartial)
 	return nil
+}
+
+// profileSelf writes this process's CPU profile to path until stop.
+func profileSelf(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("profiling the harness: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // pause waits for d, or until ctx ends; it reports whether it waited all

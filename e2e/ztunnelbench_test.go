@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -645,7 +646,7 @@ func (c *zbClient) run(ctx context.Context, st *zbState) error {
 
 func (c *zbClient) stream(ctx context.Context, st *zbState) error {
 	s, err := c.conn.NewStream(ctx, &discovery.AggregatedDiscoveryService_ServiceDesc.Streams[1],
-		discovery.AggregatedDiscoveryService_DeltaAggregatedResources_FullMethodName, grpc.ForceCodec(bench.RawCodec{}))
+		discovery.AggregatedDiscoveryService_DeltaAggregatedResources_FullMethodName, grpc.ForceCodecV2(bench.RawCodec{}))
 	if err != nil {
 		return err
 	}
@@ -772,7 +773,7 @@ func checkZtunnelDecoder(b *testing.B) {
 		p.want[tc.network] = tc.want
 		st.probe.Store(p)
 		r := &zbResponse{st: st, network: tc.network, probing: true}
-		if err := (bench.RawCodec{}).Unmarshal(enc, r); err != nil {
+		if err := (bench.RawCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(enc)}, r); err != nil {
 			b.Fatal(err)
 		}
 		if r.typeURL != resp.GetTypeUrl() || r.nonce != resp.GetNonce() || r.resources != 2 || r.removed != 1 || (r.hit != nil) != tc.hit {

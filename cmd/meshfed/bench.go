@@ -43,7 +43,7 @@ func benchFlags(fs *flag.FlagSet, cfg *bench.Config) *benchOptions {
 		cfg.HubEnv = append(cfg.HubEnv, kv)
 		return nil
 	})
-	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "save each hub's heap profile (clients synced) and CPU profile (over the churn) here")
+	fs.StringVar(&cfg.ProfileDir, "profile-dir", "", "save each hub's heap profiles (spokes synced, clients synced, after the churn) and CPU profiles (the churn, the restart) here, and the harness's own CPU profile over the restart")
 	fs.StringVar(&o.logDir, "log-dir", "", "where the hub processes' logs go (default: a new temporary directory)")
 	return o
 }

@@ -20,6 +20,10 @@ type envoyTranslator struct {
 	generated map[string]*generatedNames // service key → what it produced
 	gateways  map[federation.NetworkID][]*federationpb.Gateway
 	networks  map[federation.ClusterID]federation.NetworkID
+	// eds keeps the load assignments from one call to the next until
+	// their service changes, so that a view that comes later (most of
+	// them, as proxies connect) gets the encodings others have.
+	eds *assignments
 }
 
 type generatedNames struct {
@@ -63,6 +67,13 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 		return slices.EqualFunc(a, b, func(x, y *federationpb.Gateway) bool { return proto.Equal(x, y) })
 	}) || !maps.Equal(networks, e.networks)
 	e.gateways, e.networks = gateways, networks
+	if allEDS {
+		e.eds = nil
+	} else if e.eds != nil {
+		for key := range in.services {
+			e.eds.forget(key)
+		}
+	}
 
 	changed := in.services
 	if in.all {
@@ -157,24 +168,30 @@ func (in *input) encodeAll(typeURL string, msgs map[string]proto.Message) []*Res
 	return out
 }
 
-// assignments builds the load assignments of one call, each encoded once
-// however many views get it: views whose AssignmentKey for a service is
-// the same share its encodings (a clusterset's proxies in a hundred zones
-// see a service in a handful of ways).
+// assignments holds the load assignments, each encoded once however many
+// views get it: views whose AssignmentKey for a service is the same share
+// its encodings (a clusterset's proxies in a hundred zones see a service
+// in a handful of ways).
 type assignments struct {
-	in       *input
+	in       *input // the call's
 	gateways map[federation.NetworkID][]*federationpb.Gateway
-	locs     map[string][]resources.Locality // by service key
-	built    map[string][]*Resource          // by service key and AssignmentKey
+	locs     map[string][]resources.Locality   // by service key
+	built    map[string]map[string][]*Resource // by service key, then AssignmentKey
 }
 
-// assignments returns the call's assignments; translate and build share
-// them.
+// assignments returns the assignments, for the call of in.
 func (e *envoyTranslator) assignments(in *input) *assignments {
-	if in.eds == nil {
-		in.eds = &assignments{in: in, gateways: e.gateways, locs: map[string][]resources.Locality{}, built: map[string][]*Resource{}}
+	if e.eds == nil {
+		e.eds = &assignments{locs: map[string][]resources.Locality{}, built: map[string]map[string][]*Resource{}}
 	}
-	return in.eds
+	e.eds.in, e.eds.gateways = in, e.gateways
+	return e.eds
+}
+
+// forget drops what a service's assignments were: it changed.
+func (a *assignments) forget(key string) {
+	delete(a.locs, key)
+	delete(a.built, key)
 }
 
 // of returns the assignments of the services keys for view, in the order
@@ -191,11 +208,16 @@ func (a *assignments) of(keys []string, view resources.View) []*Resource {
 			locs = resources.Localities(v)
 			a.locs[key] = locs
 		}
-		id := key + "\x00" + resources.AssignmentKey(locs, view)
-		enc, ok := a.built[id]
+		byKey := a.built[key]
+		if byKey == nil {
+			byKey = map[string][]*Resource{}
+			a.built[key] = byKey
+		}
+		id := resources.AssignmentKey(locs, view)
+		enc, ok := byKey[id]
 		if !ok {
 			enc = a.build(v, view)
-			a.built[id] = enc
+			byKey[id] = enc
 		}
 		out = append(out, enc...)
 	}

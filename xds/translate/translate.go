@@ -133,6 +133,9 @@ func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views 
 				delete(wanted, v)
 			} else {
 				emit(SetUpdate{TypeURL: v.TypeURL, View: v.Key, Drop: true})
+				// The assignments only the dropped view used would stay
+				// until their service changes.
+				t.envoy.eds = nil
 			}
 		}
 		t.built = kept
@@ -165,6 +168,9 @@ func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views 
 		t.built = append(t.built, added...)
 		slices.SortFunc(t.built, compareViews)
 	}
+	if t.envoy.eds != nil {
+		t.envoy.eds.in = nil // not to hold the snapshot until the next call
+	}
 	return errors.Join(in.errs...)
 }
 
@@ -175,7 +181,6 @@ type input struct {
 	all       bool
 	services  map[string]struct{} // keys of changed services
 	workloads []string            // keys of changed workloads
-	eds       *assignments        // the call's load assignments, shared by every view
 	emit      func(SetUpdate)
 	errs      []error
 }

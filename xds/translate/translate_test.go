@@ -345,6 +345,72 @@ func TestTranslateSharesEncodings(t *testing.T) {
 	}
 }
 
+// TestTranslateSharesEncodingsAcrossCalls: a view that comes in a later
+// call (as most proxies do, connecting one after another) gets the
+// encodings an earlier view of the same ranks got, unless its service
+// changed in between; a dropped view's encodings are not kept.
+func TestTranslateSharesEncodingsAcrossCalls(t *testing.T) {
+	c := xdstest.New()
+	twoClusters(c)
+	snap := c.Publish()
+	v1 := ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-c"}})
+	v2 := ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-d"}})
+	v3 := ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-e"}})
+	tr := New("cluster.local")
+	first, err := collect(tr, snap, federation.Changes{}, []View{v1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := tr.Encodes()
+	second, err := collect(tr, snap, federation.Changes{}, []View{v1, v2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tr.Encodes() - before; n != 0 {
+		t.Errorf("%d encodes for a view that sees echo as the one before it, want none", n)
+	}
+	if a, b := edsOf(first, v1), edsOf(second, v2); a == nil || a != b {
+		t.Errorf("the later view got %v, want the earlier view's %v", b, a)
+	}
+
+	// echo changes: a view that comes after gets the new endpoints, as a
+	// translator that starts afresh builds them.
+	c.SetService("east", echo(), endpoints(east1)...)
+	snap = c.Publish()
+	if _, err := collect(tr, snap, snap.Changes(), []View{v1, v2}); err != nil {
+		t.Fatal(err)
+	}
+	third, err := collect(tr, snap, federation.Changes{}, []View{v1, v2, v3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := collect(New("cluster.local"), snap, federation.Changes{}, []View{v3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := edsOf(third, v3), edsOf(fresh, v3); got == nil || want == nil || got.Version != want.Version {
+		t.Errorf("the view that came after the change got %v, want %v", got, want)
+	}
+
+	// Once a view is dropped, what only it used is not kept.
+	if _, err := collect(tr, snap, federation.Changes{}, []View{v1}); err != nil {
+		t.Fatal(err)
+	}
+	if tr.envoy.eds != nil && len(tr.envoy.eds.built) != 0 {
+		t.Errorf("assignments kept after a view was dropped: %d services", len(tr.envoy.eds.built))
+	}
+}
+
+// edsOf returns the first load assignment the updates give view.
+func edsOf(updates []SetUpdate, view View) *Resource {
+	for _, u := range updates {
+		if u.View == view.Key && u.TypeURL == resourcev3.EndpointType && len(u.Upserts) > 0 {
+			return u.Upserts[0]
+		}
+	}
+	return nil
+}
+
 // TestTranslateAddressesFromTheFirstZtunnel: no workload API is built
 // while no ztunnel asks for it; the first one gets the same addresses as
 // a translator that built them from the start.
