@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -429,34 +428,18 @@ func (RawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 }
 
-// parseBuffers hold responses that arrived in more than one piece while
-// they are parsed. A ztunnel's first response is tens of megabytes: a new
-// buffer for each would cost the harness more (the kernel's page faults,
-// the collector) than the hub spends building it.
-var parseBuffers sync.Pool // of *[]byte
-
-// Unmarshal hands data to v's Parse.
+// Unmarshal hands data to v's Parse. A response that arrived in pieces is
+// copied into a pooled buffer: a ztunnel's first response is tens of
+// megabytes, and a new buffer for each would cost the harness more (page
+// faults, the collector) than the hub spends building it.
 func (RawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	p, ok := v.(interface{ Parse([]byte) error })
 	if !ok {
 		return fmt.Errorf("cannot decode into %T", v)
 	}
-	if len(data) == 1 {
-		return p.Parse(data[0].ReadOnlyData())
-	}
-	buf, _ := parseBuffers.Get().(*[]byte)
-	if buf == nil {
-		buf = new([]byte)
-	}
-	if n := data.Len(); cap(*buf) < n {
-		*buf = make([]byte, n)
-	} else {
-		*buf = (*buf)[:n]
-	}
-	data.CopyTo(*buf)
-	err := p.Parse(*buf)
-	parseBuffers.Put(buf)
-	return err
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	return p.Parse(buf.ReadOnlyData())
 }
 
 // WireBytes is a grpc-go stats handler that counts the bytes the

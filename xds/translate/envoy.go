@@ -23,7 +23,7 @@ type envoyTranslator struct {
 	// eds keeps the load assignments from one call to the next until
 	// their service changes, so that a view that comes later (most of
 	// them, as proxies connect) gets the encodings others have.
-	eds *assignments
+	eds map[string]*assignments // by service key
 }
 
 type generatedNames struct {
@@ -35,7 +35,7 @@ type generatedNames struct {
 }
 
 func newEnvoyTranslator() envoyTranslator {
-	return envoyTranslator{generated: map[string]*generatedNames{}}
+	return envoyTranslator{generated: map[string]*generatedNames{}, eds: map[string]*assignments{}}
 }
 
 // shapeOf fingerprints what a service's CDS, LDS and RDS are made of.
@@ -68,11 +68,10 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 	}) || !maps.Equal(networks, e.networks)
 	e.gateways, e.networks = gateways, networks
 	if allEDS {
-		e.eds = nil
-	} else if e.eds != nil {
-		for key := range in.services {
-			e.eds.forget(key)
-		}
+		clear(e.eds)
+	}
+	for key := range in.services {
+		delete(e.eds, key)
 	}
 
 	changed := in.services
@@ -136,12 +135,11 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 	if allEDS {
 		edsKeys = e.serviceKeys()
 	}
-	a := e.assignments(in)
 	for _, v := range views {
 		if v.TypeURL != resourcev3.EndpointType {
 			continue
 		}
-		if u := (SetUpdate{TypeURL: v.TypeURL, View: v.Key, Upserts: a.of(edsKeys, v.For), Removals: removed[resourcev3.EndpointType]}); !u.empty() {
+		if u := (SetUpdate{TypeURL: v.TypeURL, View: v.Key, Upserts: e.assignments(in, edsKeys, v.For), Removals: removed[resourcev3.EndpointType]}); !u.empty() {
 			in.emit(u)
 		}
 	}
@@ -149,7 +147,7 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 
 // build returns the whole EDS set of a new view.
 func (e *envoyTranslator) build(in *input, v View) SetUpdate {
-	return SetUpdate{TypeURL: v.TypeURL, View: v.Key, Upserts: e.assignments(in).of(e.serviceKeys(), v.For)}
+	return SetUpdate{TypeURL: v.TypeURL, View: v.Key, Upserts: e.assignments(in, e.serviceKeys(), v.For)}
 }
 
 // serviceKeys returns the keys of the services with resources, sorted.
@@ -168,68 +166,52 @@ func (in *input) encodeAll(typeURL string, msgs map[string]proto.Message) []*Res
 	return out
 }
 
-// assignments holds the load assignments, each encoded once however many
-// views get it: views whose AssignmentKey for a service is the same share
-// its encodings (a clusterset's proxies in a hundred zones see a service
-// in a handful of ways).
+// assignments are a service's load assignments, each encoded once
+// however many views get it: views whose AssignmentKey for the service is
+// the same share its encodings (a clusterset's proxies in a hundred zones
+// see a service in a handful of ways).
 type assignments struct {
-	in       *input // the call's
-	gateways map[federation.NetworkID][]*federationpb.Gateway
-	locs     map[string][]resources.Locality   // by service key
-	built    map[string]map[string][]*Resource // by service key, then AssignmentKey
+	locs  []resources.Locality
+	byKey map[string][]*Resource // by AssignmentKey
 }
 
-// assignments returns the assignments, for the call of in.
-func (e *envoyTranslator) assignments(in *input) *assignments {
-	if e.eds == nil {
-		e.eds = &assignments{locs: map[string][]resources.Locality{}, built: map[string]map[string][]*Resource{}}
-	}
-	e.eds.in, e.eds.gateways = in, e.gateways
-	return e.eds
-}
-
-// forget drops what a service's assignments were: it changed.
-func (a *assignments) forget(key string) {
-	delete(a.locs, key)
-	delete(a.built, key)
-}
-
-// of returns the assignments of the services keys for view, in the order
-// of keys.
-func (a *assignments) of(keys []string, view resources.View) []*Resource {
+// assignments returns the load assignments of the services keys for view,
+// in the order of keys, encoding those no view had yet.
+func (e *envoyTranslator) assignments(in *input, keys []string, view resources.View) []*Resource {
 	var out []*Resource
 	for _, key := range keys {
-		v, ok := a.in.snap.Service(key)
-		if !ok {
-			continue
+		var v *federation.ServiceView
+		a := e.eds[key]
+		if a == nil {
+			var ok bool
+			if v, ok = in.snap.Service(key); !ok {
+				continue
+			}
+			a = &assignments{locs: resources.Localities(v), byKey: map[string][]*Resource{}}
+			e.eds[key] = a
 		}
-		locs, ok := a.locs[key]
+		id := resources.AssignmentKey(a.locs, view)
+		enc, ok := a.byKey[id]
 		if !ok {
-			locs = resources.Localities(v)
-			a.locs[key] = locs
-		}
-		byKey := a.built[key]
-		if byKey == nil {
-			byKey = map[string][]*Resource{}
-			a.built[key] = byKey
-		}
-		id := resources.AssignmentKey(locs, view)
-		enc, ok := byKey[id]
-		if !ok {
-			enc = a.build(v, view)
-			byKey[id] = enc
+			if v == nil {
+				// Kept assignments are of a service the snapshot holds:
+				// its change, or its removal, drops them.
+				v, _ = in.snap.Service(key)
+			}
+			enc = e.encodeAssignments(in, v, view)
+			a.byKey[id] = enc
 		}
 		out = append(out, enc...)
 	}
 	return out
 }
 
-func (a *assignments) build(v *federation.ServiceView, view resources.View) []*Resource {
+func (e *envoyTranslator) encodeAssignments(in *input, v *federation.ServiceView, view resources.View) []*Resource {
 	var out []*Resource
 	for _, host := range resources.Hostnames(v) {
 		for _, p := range resources.Ports(v) {
-			b := resources.EncodeLoadAssignment(v, host, p, view, a.gateways)
-			out = append(out, a.in.resource(resourcev3.EndpointType, resources.ClusterName(p.GetPort(), host), b))
+			b := resources.EncodeLoadAssignment(v, host, p, view, e.gateways)
+			out = append(out, in.resource(resourcev3.EndpointType, resources.ClusterName(p.GetPort(), host), b))
 		}
 	}
 	return out

@@ -135,7 +135,7 @@ func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views 
 				emit(SetUpdate{TypeURL: v.TypeURL, View: v.Key, Drop: true})
 				// The assignments only the dropped view used would stay
 				// until their service changes.
-				t.envoy.eds = nil
+				clear(t.envoy.eds)
 			}
 		}
 		t.built = kept
@@ -167,9 +167,6 @@ func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views 
 	if len(added) > 0 {
 		t.built = append(t.built, added...)
 		slices.SortFunc(t.built, compareViews)
-	}
-	if t.envoy.eds != nil {
-		t.envoy.eds.in = nil // not to hold the snapshot until the next call
 	}
 	return errors.Join(in.errs...)
 }

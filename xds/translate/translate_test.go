@@ -34,10 +34,16 @@ type step struct {
 }
 
 var (
-	eastView    = ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-a"}})
+	eastView    = eastZone("us-east1-a")
 	westView    = ViewFor(resourcev3.EndpointType, resources.View{Network: "network-west", Locality: resources.Locality{Region: "us-west1", Zone: "us-west1-a"}})
 	eastAddress = ViewFor(AddressType, resources.View{Network: "network-east"})
 )
+
+// eastZone is the EDS view of proxies in a zone of east's region and
+// network.
+func eastZone(zone string) View {
+	return ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: zone}})
+}
 
 func echo(ports ...*federationpb.ServicePort) *federationpb.Service {
 	if len(ports) == 0 {
@@ -318,8 +324,8 @@ func TestTranslateSharesEncodings(t *testing.T) {
 	snap := c.Publish()
 	// Two zones of east's region that hold no endpoint of echo rank its
 	// localities alike.
-	v1 := ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-c"}})
-	v2 := ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-d"}})
+	v1 := eastZone("us-east1-c")
+	v2 := eastZone("us-east1-d")
 	tr := New("cluster.local")
 	if _, err := collect(tr, snap, federation.Changes{}, nil); err != nil {
 		t.Fatal(err)
@@ -353,9 +359,9 @@ func TestTranslateSharesEncodingsAcrossCalls(t *testing.T) {
 	c := xdstest.New()
 	twoClusters(c)
 	snap := c.Publish()
-	v1 := ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-c"}})
-	v2 := ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-d"}})
-	v3 := ViewFor(resourcev3.EndpointType, resources.View{Network: "network-east", Locality: resources.Locality{Region: "us-east1", Zone: "us-east1-e"}})
+	v1 := eastZone("us-east1-c")
+	v2 := eastZone("us-east1-d")
+	v3 := eastZone("us-east1-e")
 	tr := New("cluster.local")
 	first, err := collect(tr, snap, federation.Changes{}, []View{v1})
 	if err != nil {
@@ -396,8 +402,8 @@ func TestTranslateSharesEncodingsAcrossCalls(t *testing.T) {
 	if _, err := collect(tr, snap, federation.Changes{}, []View{v1}); err != nil {
 		t.Fatal(err)
 	}
-	if tr.envoy.eds != nil && len(tr.envoy.eds.built) != 0 {
-		t.Errorf("assignments kept after a view was dropped: %d services", len(tr.envoy.eds.built))
+	if n := len(tr.envoy.eds); n != 0 {
+		t.Errorf("assignments kept after a view was dropped: %d services", n)
 	}
 }
 
