@@ -90,6 +90,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 	row("spoke → hub per change", "B", func(r *Result) float64 { return r.SpokeBytesPerChange }, true)
 	row("hub → clients per change", "B", func(r *Result) float64 { return r.ClientBytesPerChange }, true)
 	row("hub heap, spokes synced", "MiB", func(r *Result) float64 { return r.HeapSyncedBytes / mib }, true)
+	row("  of it, objects (the rest: free space in their spans)", "MiB", func(r *Result) float64 { return r.HeapSyncedLiveBytes / mib }, true)
 	row("hub heap per endpoint (+ workload)", "B", func(r *Result) float64 { return r.HeapPerEndpoint }, true)
 	row("hub heap, first half of gRPC + Envoy clients (their views built)", "MiB", func(r *Result) float64 { return r.HeapFirstClients / mib }, true)
 	row("hub heap per gRPC or Envoy client, second half", "B", func(r *Result) float64 { return r.HeapPerClient }, true)

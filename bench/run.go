@@ -34,13 +34,16 @@ type Result struct {
 	HubPropagation percentiles `json:"hubPropagationMs"`
 	HubPairs       int         `json:"hubPropagationPairs,omitempty"`
 
-	HeapIdleBytes    float64 `json:"heapIdleBytes"`
-	HeapSyncedBytes  float64 `json:"heapSyncedBytes"` // spokes synced, no clients
-	HeapClientsBytes float64 `json:"heapClientsBytes"`
-	RSSBytes         float64 `json:"rssBytes"`       // with clients, after the churn
-	RSSSyncedBytes   float64 `json:"rssSyncedBytes"` // spokes synced, no clients
-	RSSPerEndpoint   float64 `json:"rssPerEndpointBytes"`
-	HeapPerEndpoint  float64 `json:"heapPerEndpointBytes"`
+	HeapIdleBytes   float64 `json:"heapIdleBytes"`
+	HeapSyncedBytes float64 `json:"heapSyncedBytes"` // spokes synced, no clients
+	// HeapSyncedLiveBytes is the objects within HeapSyncedBytes: the rest
+	// is the free space of the spans they share.
+	HeapSyncedLiveBytes float64 `json:"heapSyncedLiveBytes"`
+	HeapClientsBytes    float64 `json:"heapClientsBytes"`
+	RSSBytes            float64 `json:"rssBytes"`       // with clients, after the churn
+	RSSSyncedBytes      float64 `json:"rssSyncedBytes"` // spokes synced, no clients
+	RSSPerEndpoint      float64 `json:"rssPerEndpointBytes"`
+	HeapPerEndpoint     float64 `json:"heapPerEndpointBytes"`
 	// Per client: what each of the second half of a sort adds; the first
 	// half's total includes the encoded resources their views share.
 	HeapPerClient        float64 `json:"heapPerXDSClientBytes"` // a gRPC or Envoy client
@@ -182,8 +185,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.logf("%d spokes synced %d endpoints in %.2fs; hub heap %.1f MiB", r.w.clusters, r.w.clusters*r.w.endpoints,
-		r.res.SpokeSyncSeconds, synced.heap/mib)
+	r.logf("%d spokes synced %d endpoints in %.2fs; hub heap %.1f MiB (%.1f MiB of objects)", r.w.clusters, r.w.clusters*r.w.endpoints,
+		r.res.SpokeSyncSeconds, synced.heap/mib, synced.live/mib)
 	if dir := r.cfg.ProfileDir; dir != "" {
 		path := filepath.Join(dir, r.server+"-heap-synced.pprof")
 		if err := r.hub.saveProfile(ctx, "heap", path); err != nil {
@@ -306,6 +309,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	r.res.SpokeBytesPerChange = float64(r.spokeBytes()-spokeBytes0) / fn
 	r.res.ClientBytesPerChange = float64(r.wire.Load()-wire0) / fn
 	r.res.HeapIdleBytes, r.res.HeapSyncedBytes, r.res.HeapClientsBytes = idle.heap, synced.heap, withClients
+	r.res.HeapSyncedLiveBytes = synced.live
 	r.res.RSSBytes = after.rss
 	r.res.RSSSyncedBytes = synced.rss
 	r.res.RSSPerEndpoint = (synced.rss - idle.rss) / float64(r.w.clusters*r.w.endpoints)

@@ -196,6 +196,7 @@ func (h *hubProcess) metrics(ctx context.Context) (map[string]float64, error) {
 type usage struct {
 	cpu       time.Duration
 	heap, rss float64 // bytes; heap is after a forced GC
+	live      float64 // go_memstats_heap_alloc_bytes: the objects within heap
 	encodes   float64 // meshfed_xds_resource_encodes_total, when the server counts encodes
 	sampledAt time.Time
 }
@@ -215,6 +216,7 @@ func (h *hubProcess) usage(ctx context.Context, gc bool) (usage, error) {
 	return usage{
 		cpu:       time.Duration(m["process_cpu_seconds_total"] * float64(time.Second)),
 		heap:      m["go_memstats_heap_inuse_bytes"],
+		live:      m["go_memstats_heap_alloc_bytes"],
 		rss:       m["process_resident_memory_bytes"],
 		encodes:   m["meshfed_xds_resource_encodes_total"],
 		sampledAt: time.Now(),

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -8,22 +9,32 @@ import (
 
 // Endpoint is an endpoint as the hub holds it. The generated message and
 // its workload reference take 288 bytes before their strings; this takes
-// 96, because the endpoints of one service in one zone share what they
-// have in common (an endpointGroup) and the workload reference's name and
-// uid are the endpoint's own fields. Unknown fields are not kept: the hub
-// reads none. It is immutable; Proto rebuilds the message.
+// 48. The endpoints of one service in one zone share what they have in
+// common (an endpointGroup), and an endpoint whose workload the hub knows
+// reads its node and its reference's name and uid from that workload:
+// only what differs from it is the endpoint's own (an endpointExtra,
+// rare: a hostname, a node or reference of its own). Unknown fields are
+// not kept: the hub reads none. It is immutable; Proto rebuilds the
+// message.
 type Endpoint struct {
-	group        *endpointGroup
-	address      string
-	node         string
-	hostname     string
-	workloadName string
-	workloadUID  string
-	ready        bool
-	serving      bool
-	terminating  bool
-	// hasWorkload: the message had a workload reference, even an empty one.
+	group   *endpointGroup
+	address string
+	// workload is the workload the endpoint names, when its uid, name and
+	// node are the endpoint's; it may be an older form of that workload
+	// (those three never change in a pod's life).
+	workload *Workload
+	extra    *endpointExtra // nil when workload says it all
+	ready    bool
+	serving  bool
+	// terminating and hasWorkload: the message had a workload reference,
+	// even an empty one.
+	terminating bool
 	hasWorkload bool
+}
+
+// endpointExtra is what an endpoint holds that its workload does not say.
+type endpointExtra struct {
+	node, hostname, workloadName, workloadUID string
 }
 
 // endpointGroup is what the endpoints of one service in one zone share.
@@ -71,26 +82,28 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 		workloadKind: pb.GetWorkload().GetKind(), ports: pb.GetPorts(), locality: pb.GetLocality(),
 	}
 	e := &Endpoint{
-		address: pb.GetAddress(), node: pb.GetNode(), hostname: pb.GetHostname(),
-		workloadName: pb.GetWorkload().GetName(), workloadUID: pb.GetWorkload().GetUid(),
-		ready: pb.GetReady(), serving: pb.GetServing(), terminating: pb.GetTerminating(),
+		address: pb.GetAddress(), ready: pb.GetReady(), serving: pb.GetServing(), terminating: pb.GetTerminating(),
 		hasWorkload: pb.GetWorkload() != nil,
 	}
-	if uid := w.GetUid(); w != nil && uid == e.workloadUID {
-		e.workloadUID = uid
-		if w.name == e.workloadName {
-			e.workloadName = w.name
-		}
+	x := endpointExtra{node: pb.GetNode(), hostname: pb.GetHostname(), workloadName: pb.GetWorkload().GetName(), workloadUID: pb.GetWorkload().GetUid()}
+	if w != nil && e.hasWorkload && w.GetUid() == x.workloadUID && w.name == x.workloadName && w.node == x.node {
+		e.workload = w
+		x.node, x.workloadName, x.workloadUID = "", "", ""
 		if i := slices.Index(w.ips, e.address); i >= 0 {
 			e.address = w.ips[i]
 		}
+	}
+	if x != (endpointExtra{}) {
+		if in != nil {
+			x.node = in.str(x.node)
+		}
+		e.extra = &x
 	}
 	if in == nil {
 		e.group = &endpointGroup{}
 		*e.group = g
 		return e
 	}
-	e.node = in.str(e.node)
 	g.namespace, g.service, g.network, g.workloadKind = in.str(g.namespace), in.str(g.service), in.str(g.network), in.str(g.workloadKind)
 	g.locality = in.Locality(g.locality)
 	g.ports = in.endpointPorts(g.ports)
@@ -112,8 +125,8 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 func (e *Endpoint) Proto() *federationpb.Endpoint {
 	pb := &federationpb.Endpoint{
 		Namespace: e.GetNamespace(), Service: e.GetService(), Address: e.address, Ports: e.GetPorts(),
-		Ready: e.ready, Serving: e.serving, Terminating: e.terminating, Node: e.node, Locality: e.GetLocality(),
-		Hostname: e.hostname, Network: e.GetNetwork(),
+		Ready: e.ready, Serving: e.serving, Terminating: e.terminating, Node: e.GetNode(), Locality: e.GetLocality(),
+		Hostname: e.GetHostname(), Network: e.GetNetwork(),
 	}
 	if ref, ok := e.Workload(); ok {
 		pb.Workload = &federationpb.WorkloadRef{Kind: ref.Kind, Name: ref.Name, Uid: ref.UID}
@@ -126,8 +139,8 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	if e == nil || o == nil {
 		return e == o
 	}
-	return e.address == o.address && e.node == o.node && e.hostname == o.hostname &&
-		e.workloadName == o.workloadName && e.workloadUID == o.workloadUID &&
+	return e.address == o.address && e.GetNode() == o.GetNode() && e.GetHostname() == o.GetHostname() &&
+		e.workloadName() == o.workloadName() && e.workloadUID() == o.workloadUID() &&
 		e.ready == o.ready && e.serving == o.serving && e.terminating == o.terminating &&
 		e.hasWorkload == o.hasWorkload && e.group.equal(o.group)
 }
@@ -145,7 +158,7 @@ func (g *endpointGroup) equal(o *endpointGroup) bool {
 // alike. Like the message's, they are safe on nil: a nil endpoint reads as
 // noEndpoint.
 
-var noEndpoint = Endpoint{group: &endpointGroup{}}
+var noEndpoint = Endpoint{group: &endpointGroup{}, extra: &endpointExtra{}}
 
 func (e *Endpoint) orNone() *Endpoint {
 	if e == nil {
@@ -176,13 +189,23 @@ func (e *Endpoint) GetServing() bool { return e.orNone().serving }
 func (e *Endpoint) GetTerminating() bool { return e.orNone().terminating }
 
 // GetNode is the name of the endpoint's node.
-func (e *Endpoint) GetNode() string { return e.orNone().node }
+func (e *Endpoint) GetNode() string {
+	if e = e.orNone(); e.extra == nil {
+		return e.workload.GetNode()
+	}
+	return cmp.Or(e.extra.node, e.workload.GetNode())
+}
 
 // GetLocality returns the endpoint's locality, shared: do not modify it.
 func (e *Endpoint) GetLocality() *federationpb.Locality { return e.orNone().group.locality }
 
 // GetHostname is the endpoint's DNS hostname, for headless services.
-func (e *Endpoint) GetHostname() string { return e.orNone().hostname }
+func (e *Endpoint) GetHostname() string {
+	if e = e.orNone(); e.extra == nil {
+		return ""
+	}
+	return e.extra.hostname
+}
 
 // GetNetwork is the endpoint's own network, overriding its cluster's
 // ("": its cluster's).
@@ -194,5 +217,25 @@ func (e *Endpoint) Workload() (WorkloadRef, bool) {
 	if e = e.orNone(); !e.hasWorkload {
 		return WorkloadRef{}, false
 	}
-	return WorkloadRef{Kind: e.group.workloadKind, Name: e.workloadName, UID: e.workloadUID}, true
+	return WorkloadRef{Kind: e.group.workloadKind, Name: e.workloadName(), UID: e.workloadUID()}, true
+}
+
+func (e *Endpoint) workloadName() string {
+	if e.workload != nil {
+		return e.workload.name
+	}
+	if e.extra != nil {
+		return e.extra.workloadName
+	}
+	return ""
+}
+
+func (e *Endpoint) workloadUID() string {
+	if e.workload != nil {
+		return e.workload.GetUid()
+	}
+	if e.extra != nil {
+		return e.extra.workloadUID
+	}
+	return ""
 }

@@ -94,14 +94,14 @@ func TestEndpointEqual(t *testing.T) {
 }
 
 // TestInternerSharesEndpointGroups: endpoints of one service, zone and
-// ports share one group whatever their node; a workload's strings are
-// shared with the reference to it.
+// ports share one group whatever their node; an endpoint reads its node
+// and reference from the workload it names, and shares its address.
 func TestInternerSharesEndpointGroups(t *testing.T) {
 	in := NewInterner()
 	a, b, c := fullEndpoint(), fullEndpoint(), fullEndpoint()
 	b.Address, b.Node = "10.0.0.2", "node-2"
 	c.Address, c.Locality.Zone = "10.0.0.3", "z2"
-	w := NewWorkload("east", &federationpb.Workload{Uid: "uid-1", Name: "echo-1", Ips: []string{"10.0.0.1"}})
+	w := NewWorkload("east", &federationpb.Workload{Uid: "uid-1", Name: "echo-1", Node: "node-1", Ips: []string{"10.0.0.1"}})
 	ea, eb, ec := in.Endpoint(a, w), in.Endpoint(b, nil), in.Endpoint(c, nil)
 	if ea.group != eb.group {
 		t.Error("two endpoints of one service and zone on two nodes hold two groups")
@@ -112,11 +112,34 @@ func TestInternerSharesEndpointGroups(t *testing.T) {
 	if eb.GetNode() != "node-2" || ea.GetNode() != "node-1" {
 		t.Errorf("nodes %q, %q", ea.GetNode(), eb.GetNode())
 	}
-	if unsafe.StringData(ea.workloadUID) != unsafe.StringData(w.GetUid()) || unsafe.StringData(ea.workloadName) != unsafe.StringData(w.GetName()) ||
+	if ea.workload != w || ea.extra == nil || ea.extra.node != "" || ea.extra.workloadUID != "" || ea.extra.hostname != "echo-1" ||
 		unsafe.StringData(ea.GetAddress()) != unsafe.StringData(w.GetIps()[0]) {
-		t.Error("the endpoint holds its own copies of its workload's uid, name or address")
+		t.Errorf("the endpoint holds its own copies of its workload's node, uid, name or address: %+v", ea.extra)
 	}
-	if eb.workloadUID != "uid-1" {
-		t.Errorf("uid %q", eb.workloadUID)
+	if ref, _ := eb.Workload(); ref.UID != "uid-1" || eb.workload != nil {
+		t.Errorf("uid %q", ref.UID)
+	}
+	// A reference that differs from the workload in any of what it would
+	// read from it keeps its own.
+	for name, change := range map[string]func(*federationpb.Endpoint){
+		"node": func(e *federationpb.Endpoint) { e.Node = "node-2" },
+		"name": func(e *federationpb.Endpoint) { e.Workload.Name = "echo-2" },
+		"uid":  func(e *federationpb.Endpoint) { e.Workload.Uid = "uid-2" },
+	} {
+		pb := fullEndpoint()
+		change(pb)
+		if e := in.Endpoint(pb, w); e.workload != nil || !proto.Equal(e.Proto(), pb) {
+			t.Errorf("%s differs from the workload's: read from it anyway, or lost: %v", name, e.Proto())
+		}
+	}
+	bare := &federationpb.Endpoint{Address: "10.0.0.1", Node: "node-1", Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: "echo-1", Uid: "uid-1"}}
+	if e := in.Endpoint(bare, w); e.extra != nil || !proto.Equal(e.Proto(), bare) {
+		t.Errorf("an endpoint that is all its workload's holds more: %+v, %v", e.extra, e.Proto())
+	}
+	if a, b := in.Endpoint(bare, w), in.Endpoint(bare, nil); !a.Equal(b) || !b.Equal(a) {
+		t.Error("one endpoint read from its workload and held whole is not equal to itself")
+	}
+	if unsafe.Sizeof(Endpoint{}) > 48 {
+		t.Errorf("an Endpoint is %d bytes, more than its size class of 48", unsafe.Sizeof(Endpoint{}))
 	}
 }

@@ -21,6 +21,13 @@ type Tag struct {
 	Network NetworkID
 }
 
+func (t *Tag) equal(o *Tag) bool {
+	if t == nil || o == nil {
+		return t == o
+	}
+	return *t == *o
+}
+
 // Tags hands out a cluster's tags: one for its network, one for each
 // network an object of it overrides that with. Not safe for concurrent
 // use; the tags it hands out are immutable.
@@ -57,7 +64,9 @@ type TaggedEndpoint struct {
 	*Endpoint
 }
 
-// TaggedWorkload is a workload with the cluster and network it lives on.
+// TaggedWorkload is a workload with the cluster and network it lives on,
+// read from the workload itself (see Workload.Tagged): it is passed by
+// value and held by no one.
 type TaggedWorkload struct {
 	*Tag
 	*Workload
@@ -443,10 +452,4 @@ func TagEndpoints(tags *Tags, eps []*Endpoint) []TaggedEndpoint {
 	}
 	slices.SortFunc(out, func(a, b TaggedEndpoint) int { return strings.Compare(a.GetAddress(), b.GetAddress()) })
 	return out
-}
-
-// TagWorkload tags a workload with its cluster and network (its own
-// network override, else the cluster's).
-func TagWorkload(tags *Tags, w *Workload) *TaggedWorkload {
-	return &TaggedWorkload{Tag: tags.Of(w.GetNetwork()), Workload: w}
 }

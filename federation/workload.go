@@ -10,9 +10,10 @@ import (
 // Workload is a workload as the hub holds it: 96 bytes against the
 // generated message's 240. The pods of one namespace, service account,
 // app and version in one zone share what they have in common (a
-// workloadGroup), and the uid is the tail of the workload's clusterset key
-// (one string for both). Unknown fields are not kept: the hub reads none.
-// It is immutable; Proto rebuilds the message.
+// workloadGroup, which also holds their tag: cluster and network), and
+// the uid is the tail of the workload's clusterset key (one string for
+// both). Unknown fields are not kept: the hub reads none. It is
+// immutable; Proto rebuilds the message.
 type Workload struct {
 	group *workloadGroup
 	key   string // WorkloadKey(cluster, uid)
@@ -27,42 +28,66 @@ type workloadGroup struct {
 	namespace, serviceAccount, app, version, canonicalName, canonicalRevision, network string
 	locality                                                                           *federationpb.Locality
 	ambient, meshTLS                                                                   bool
+	tag                                                                                *Tag
 }
 
-// NewWorkload returns the hub's form of a workload message of cluster,
-// sharing nothing with other workloads (the registry interns; see
-// Interner.Workload).
+// NewWorkload returns the hub's form of a workload message of cluster
+// (its network its own, else none), sharing nothing with other workloads
+// (the registry interns; see Interner.Workload).
 func NewWorkload(cluster ClusterID, pb *federationpb.Workload) *Workload {
-	return (*Interner)(nil).Workload(cluster, pb)
+	return (*Interner)(nil).Workload(NewTags(cluster, ""), pb)
 }
 
-// Workload returns the hub's form of pb, a workload of cluster, sharing
-// its group with the interner's other workloads alike. A nil interner
-// shares nothing.
-func (in *Interner) Workload(cluster ClusterID, pb *federationpb.Workload) *Workload {
+// Workload returns the hub's form of pb, a workload of the cluster that
+// hands out tags, sharing its group with the interner's other workloads
+// alike. A nil interner shares nothing.
+func (in *Interner) Workload(tags *Tags, pb *federationpb.Workload) *Workload {
 	g := workloadGroup{
 		namespace: pb.GetNamespace(), serviceAccount: pb.GetServiceAccount(), app: pb.GetApp(), version: pb.GetVersion(),
 		canonicalName: pb.GetCanonicalName(), canonicalRevision: pb.GetCanonicalRevision(), network: pb.GetNetwork(),
-		locality: pb.GetLocality(), ambient: pb.GetAmbient(), meshTLS: pb.GetMeshTls(),
+		locality: pb.GetLocality(), ambient: pb.GetAmbient(), meshTLS: pb.GetMeshTls(), tag: tags.Of(pb.GetNetwork()),
 	}
-	w := &Workload{key: WorkloadKey(cluster, pb.GetUid()), name: pb.GetName(), node: pb.GetNode(), ips: pb.GetIps(), ready: pb.GetReady()}
-	if in == nil {
-		w.group = &workloadGroup{}
-		*w.group = g
+	w := &Workload{key: WorkloadKey(g.tag.Cluster, pb.GetUid()), name: pb.GetName(), node: pb.GetNode(), ips: pb.GetIps(), ready: pb.GetReady()}
+	w.group = in.workloadGroup(g)
+	if in != nil {
+		w.node = in.str(w.node)
+	}
+	return w
+}
+
+// Retag returns w with the tag tags give it now (its cluster's network
+// changed), w itself when that is the tag it has.
+func (in *Interner) Retag(tags *Tags, w *Workload) *Workload {
+	g := *w.group
+	if g.tag = tags.Of(g.network); *g.tag == *w.group.tag {
 		return w
 	}
-	w.node = in.str(w.node)
+	out := *w
+	out.group = in.workloadGroup(g)
+	return &out
+}
+
+// workloadGroup returns the interner's group equal to g, interning its
+// strings and locality the first time.
+func (in *Interner) workloadGroup(g workloadGroup) *workloadGroup {
+	if in == nil {
+		p := new(workloadGroup)
+		*p = g
+		return p
+	}
 	g.namespace, g.serviceAccount, g.app, g.version = in.str(g.namespace), in.str(g.serviceAccount), in.str(g.app), in.str(g.version)
 	g.canonicalName, g.canonicalRevision, g.network = in.str(g.canonicalName), in.str(g.canonicalRevision), in.str(g.network)
 	g.locality = in.Locality(g.locality)
-	// The group is its own key (its strings and its interned locality),
-	// allocated once per group, not per workload: g stays on the stack.
-	if w.group = in.workloadGroups[g]; w.group == nil {
-		w.group = &workloadGroup{}
-		*w.group = g
-		in.workloadGroups[g] = w.group
+	// The group is its own key (its strings, its interned locality and
+	// its tag), allocated once per group, not per workload: g stays on
+	// the stack.
+	p := in.workloadGroups[g]
+	if p == nil {
+		p = new(workloadGroup)
+		*p = g
+		in.workloadGroups[g] = p
 	}
-	return w
+	return p
 }
 
 // Proto returns the workload as a message, sharing its addresses and
@@ -91,15 +116,15 @@ func (g *workloadGroup) equal(o *workloadGroup) bool {
 		return true
 	}
 	a, b := *g, *o
-	a.locality, b.locality = nil, nil
-	return a == b && g.locality.EqualVT(o.locality)
+	a.locality, b.locality, a.tag, b.tag = nil, nil, nil, nil
+	return a == b && g.locality.EqualVT(o.locality) && g.tag.equal(o.tag)
 }
 
 // The getters are named as the message's, so that readers of either read
 // alike. Like the message's, they are safe on nil: a nil workload reads as
 // noWorkload.
 
-var noWorkload = Workload{group: &workloadGroup{}}
+var noWorkload = Workload{group: &workloadGroup{tag: &Tag{}}}
 
 func (w *Workload) orNone() *Workload {
 	if w == nil {
@@ -116,6 +141,11 @@ func (w *Workload) GetUid() string { //nolint:revive // named as the message's g
 
 // Key is the workload's key in the clusterset (see WorkloadKey).
 func (w *Workload) Key() string { return w.orNone().key }
+
+// Tagged returns the workload with its cluster and network.
+func (w *Workload) Tagged() TaggedWorkload {
+	return TaggedWorkload{Tag: w.orNone().group.tag, Workload: w}
+}
 
 // GetNamespace is the pod's namespace.
 func (w *Workload) GetNamespace() string { return w.orNone().group.namespace }

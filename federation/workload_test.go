@@ -26,7 +26,7 @@ func TestWorkloadKeepsEveryField(t *testing.T) {
 		t.Fatalf("the Workload message has %d fields, this test and Workload know 15: add the new one to both", n)
 	}
 	for _, pb := range []*federationpb.Workload{want, {Uid: "uid-2"}} {
-		for _, w := range []*Workload{NewWorkload("east", pb), NewInterner().Workload("east", pb)} {
+		for _, w := range []*Workload{NewWorkload("east", pb), NewInterner().Workload(NewTags("east", "n1"), pb)} {
 			if w.Key() != "east/"+pb.GetUid() {
 				t.Errorf("key %q", w.Key())
 			}
@@ -43,7 +43,7 @@ func TestWorkloadKeepsEveryField(t *testing.T) {
 
 func TestWorkloadEqual(t *testing.T) {
 	base := NewWorkload("east", fullWorkload())
-	if same := NewInterner().Workload("east", fullWorkload()); !base.Equal(same) || !same.Equal(base) {
+	if same := NewInterner().Workload(NewTags("east", ""), fullWorkload()); !base.Equal(same) || !same.Equal(base) {
 		t.Error("equal workloads from two interners differ")
 	}
 	east := func(pb *federationpb.Workload) *Workload { return NewWorkload("east", pb) }
@@ -73,7 +73,8 @@ func TestInternerSharesWorkloadGroups(t *testing.T) {
 	a, b, c := fullWorkload(), fullWorkload(), fullWorkload()
 	b.Uid, b.Name, b.Node, b.Ips, b.Ready = "uid-2", "echo-2", "node-2", []string{"10.0.0.2"}, false
 	c.Uid, c.Version = "uid-3", "v2"
-	wa, wb, wc := in.Workload("east", a), in.Workload("east", b), in.Workload("east", c)
+	tags := NewTags("east", "n1")
+	wa, wb, wc := in.Workload(tags, a), in.Workload(tags, b), in.Workload(tags, c)
 	if wa.group != wb.group {
 		t.Error("two pods alike but for their own fields hold two groups")
 	}
@@ -82,5 +83,36 @@ func TestInternerSharesWorkloadGroups(t *testing.T) {
 	}
 	if wb.GetNode() != "node-2" || wb.GetReady() || wb.GetIps()[0] != "10.0.0.2" {
 		t.Errorf("own fields lost: %v", wb.Proto())
+	}
+}
+
+// TestWorkloadTag: a workload's tag is its cluster and its own network,
+// else its cluster's; Retag moves it to its cluster's new network and
+// leaves one of its own where it is.
+func TestWorkloadTag(t *testing.T) {
+	in := NewInterner()
+	old, next := NewTags("east", "n1"), NewTags("east", "n3")
+	own, plain := fullWorkload(), fullWorkload() // fullWorkload's network is its own
+	plain.Uid, plain.Network = "uid-2", ""
+	wo, wp := in.Workload(old, own), in.Workload(old, plain)
+	if tw := wp.Tagged(); *tw.Tag != (Tag{Cluster: "east", Network: "n1"}) || tw.Workload != wp {
+		t.Errorf("tag %+v", *tw.Tag)
+	}
+	if tw := wo.Tagged(); *tw.Tag != (Tag{Cluster: "east", Network: NetworkID(own.GetNetwork())}) {
+		t.Errorf("a workload of a network of its own is tagged %+v", *tw.Tag)
+	}
+	if in.Retag(next, wo) != wo {
+		t.Error("retagging a workload of a network of its own made a new one")
+	}
+	moved := in.Retag(next, wp)
+	if moved == wp || moved.Tagged().Network != "n3" || wp.Tagged().Network != "n1" {
+		t.Errorf("retagged to %q (the old one now %q)", moved.Tagged().Network, wp.Tagged().Network)
+	}
+	if moved.Equal(wp) || !proto.Equal(moved.Proto(), wp.Proto()) {
+		t.Error("a retagged workload is equal to the old one, or lost a field")
+	}
+	var none *Workload
+	if tw := none.Tagged(); tw.Tag == nil || tw.Cluster != "" {
+		t.Errorf("a nil workload's tag: %+v", tw.Tag)
 	}
 }

@@ -14,8 +14,8 @@ type Snapshot interface {
 	Clusters() []*federation.ClusterInfo
 	// Workload returns a workload by its key (cluster/uid); Workloads lists
 	// them all, sorted.
-	Workload(key string) (*federation.TaggedWorkload, bool)
-	Workloads() []*federation.TaggedWorkload
+	Workload(key string) (federation.TaggedWorkload, bool)
+	Workloads() []federation.TaggedWorkload
 	// Changes says what changed since the previous revision.
 	Changes() federation.Changes
 	// Done is closed when a newer snapshot exists; Next returns it then.

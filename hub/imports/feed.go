@@ -175,7 +175,7 @@ type Builder struct {
 	Gateways map[federation.NetworkID][]*federationpb.Gateway
 	// Workload, when set, finds the workloads behind endpoints (by their
 	// clusterset key), which a mesh feed sends with each source.
-	Workload func(key string) (*federation.TaggedWorkload, bool)
+	Workload func(key string) (federation.TaggedWorkload, bool)
 }
 
 // Build returns the import of v as the receiving cluster reaches it.

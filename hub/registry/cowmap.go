@@ -1,38 +1,32 @@
 package registry
 
-import "strings"
-
-// cowBuckets trades copy cost per snapshot (the bucket array) against copy
-// cost per changed key (one bucket).
-const cowBuckets = 256
-
-// cowGroup is how many buckets the keys of one cluster share in a
-// grouped cowMap. A cluster's full state then rewrites a sixteenth of the
-// workloads, not every bucket: at 1,000 clusters, each full state had
-// copied the whole clusterset's workloads. The price is a cluster of more
-// than a sixteenth of them, whose changes clone larger buckets.
-const cowGroup = 16
+// Bucket counts trade copy cost per snapshot (the bucket slice) against
+// copy cost per changed key (one bucket).
+const (
+	// serviceBuckets is the clusterset's services.
+	serviceBuckets = 256
+	// workloadBuckets is one cluster's workloads: a change to one clones a
+	// sixteenth of its cluster's, and a cluster's full state touches its
+	// own map only, not the clusterset's.
+	workloadBuckets = 16
+)
 
 // cowMap is a string-keyed map whose copies share storage: copying costs
-// one array of bucket pointers, and a change clones only the bucket it
+// one slice of bucket pointers, and a change clones only the bucket it
 // touches. Snapshots use it so that publishing a change to one of 100,000
 // workloads does not copy the other 99,999. A cowMap value that has been
-// published is never written again; writers go through a cowEdit.
+// published is never written again; writers go through a cowEdit. The
+// zero cowMap is empty and cannot be edited: make one with newCowMap.
 type cowMap[V any] struct {
-	buckets [cowBuckets]map[string]V
+	buckets []map[string]V
 	len     int
-	// grouped: keys are "cluster/..." and each cluster's keys share
-	// cowGroup buckets.
-	grouped bool
 }
 
-func (m *cowMap[V]) bucketOf(key string) int {
-	if !m.grouped {
-		return int(fnv1a(key) % cowBuckets)
-	}
-	cluster, rest, _ := strings.Cut(key, "/")
-	return int((fnv1a(cluster) + fnv1a(rest)%cowGroup) % cowBuckets)
+func newCowMap[V any](buckets int) cowMap[V] {
+	return cowMap[V]{buckets: make([]map[string]V, buckets)}
 }
+
+func (m *cowMap[V]) bucketOf(key string) int { return int(fnv1a(key) % uint32(len(m.buckets))) }
 
 // fnv1a is cheap, stable, and good enough to spread keys.
 func fnv1a(s string) uint32 {
@@ -45,6 +39,10 @@ func fnv1a(s string) uint32 {
 }
 
 func (m *cowMap[V]) get(key string) (V, bool) {
+	if len(m.buckets) == 0 {
+		var zero V
+		return zero, false
+	}
 	v, ok := m.buckets[m.bucketOf(key)][key]
 	return v, ok
 }
@@ -61,11 +59,13 @@ func (m *cowMap[V]) all(fn func(key string, v V)) {
 // cowEdit builds a new cowMap from an old one without changing the old.
 type cowEdit[V any] struct {
 	m     cowMap[V]
-	owned [cowBuckets]bool
+	owned []bool
 }
 
 func newCowEdit[V any](base *cowMap[V]) *cowEdit[V] {
-	return &cowEdit[V]{m: *base}
+	m := *base
+	m.buckets = append([]map[string]V(nil), base.buckets...)
+	return &cowEdit[V]{m: m, owned: make([]bool, len(m.buckets))}
 }
 
 func (e *cowEdit[V]) bucket(key string) map[string]V {

@@ -5,51 +5,38 @@ import (
 	"testing"
 )
 
-// TestCowEditOfOneClusterTouchesItsGroup: rewriting every workload of one
-// cluster copies the buckets of that cluster's group only, and every key
-// stays where get finds it.
-func TestCowEditOfOneClusterTouchesItsGroup(t *testing.T) {
-	key := func(cluster, uid int) string { return fmt.Sprintf("c%03d/uid-%d", cluster, uid) }
-	build := newCowEdit(&cowMap[int]{grouped: true})
-	for c := range 100 {
-		for u := range 100 {
-			build.set(key(c, u), c*1000+u)
-		}
+func TestCowMap(t *testing.T) {
+	base := newCowMap[int](serviceBuckets)
+	e := newCowEdit(&base)
+	for i := range 1000 {
+		e.set(fmt.Sprint(i), i)
 	}
-	base := build.done()
-	if base.len != 100*100 {
-		t.Fatalf("len %d, want %d", base.len, 100*100)
+	a := e.done()
+	e2 := newCowEdit(&a)
+	e2.set("0", -1)
+	e2.delete("1")
+	e2.delete("missing")
+	b := e2.done()
+	if v, _ := a.get("0"); v != 0 || a.len != 1000 {
+		t.Errorf("the base map changed: %d, len %d", v, a.len)
 	}
-
-	edit := newCowEdit(&base)
-	for u := range 100 {
-		edit.set(key(7, u), -u)
+	if v, _ := b.get("0"); v != -1 || b.len != 999 {
+		t.Errorf("edited map: %d, len %d", v, b.len)
+	}
+	if _, ok := b.get("1"); ok {
+		t.Error("deleted key still present")
 	}
 	touched := 0
-	for _, owned := range edit.owned {
+	for _, owned := range e2.owned {
 		if owned {
 			touched++
 		}
 	}
-	if touched > cowGroup {
-		t.Errorf("one cluster's full state copied %d buckets, want at most %d", touched, cowGroup)
+	if touched > 2 {
+		t.Errorf("two keys' changes copied %d buckets", touched)
 	}
-	next := edit.done()
-	for c := range 100 {
-		for u := range 100 {
-			want := c*1000 + u
-			if c == 7 {
-				want = -u
-			}
-			if v, ok := next.get(key(c, u)); !ok || v != want {
-				t.Fatalf("get(%s) = %d, %v; want %d", key(c, u), v, ok, want)
-			}
-			if v, _ := base.get(key(c, u)); v != c*1000+u {
-				t.Fatalf("the base changed: get(%s) = %d", key(c, u), v)
-			}
-		}
-	}
-	if _, ok := next.get("no-slash"); ok {
-		t.Error("a missing key without a '/' was found")
+	var zero cowMap[int]
+	if _, ok := zero.get("0"); ok || zero.len != 0 {
+		t.Error("the zero map is not empty")
 	}
 }

@@ -131,13 +131,11 @@ func (r *Registry) withdrawLocked(s *shard) {
 	for k := range s.endpoints {
 		ch.service(k)
 	}
-	for uid := range s.workloads {
-		ch.workload(uid)
-	}
+	s.workloads.all(func(uid string, _ *federation.Workload) { ch.workload(uid) })
 	s.services = map[string]*federationpb.Service{}
 	s.endpoints = map[string][]federation.TaggedEndpoint{}
 	s.nEndpoint = 0
-	s.workloads = map[string]*federation.Workload{}
+	s.workloads = newCowMap[*federation.Workload](workloadBuckets)
 	s.intern = federation.NewInterner()
 	s.session, s.version = "", 0
 	if s.cluster != nil {

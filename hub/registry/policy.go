@@ -85,7 +85,7 @@ func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool
 		return err != nil
 	}
 	if refuse(c.CheckCluster(s.cluster)) {
-		e.Dropped = len(s.services) + s.nEndpoint + len(s.workloads) + len(s.cluster.GetGateways())
+		e.Dropped = len(s.services) + s.nEndpoint + s.workloads.len + len(s.cluster.GetGateways())
 		e.Withdrawn = true
 		if s.status.Connected {
 			r.cutLocked(s)
@@ -117,11 +117,11 @@ func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool
 			}
 		}
 	}
-	for uid, w := range s.workloads {
+	s.workloads.all(func(uid string, w *federation.Workload) {
 		if refuse(c.CheckWorkload(w.Proto())) {
 			u.RemovedWorkloads = append(u.RemovedWorkloads, uid)
 		}
-	}
+	})
 	e.Dropped += len(u.RemovedServices) + len(u.RemovedEndpoints) + len(u.RemovedWorkloads)
 	if e.Dropped == 0 {
 		return Enforcement{}, false

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -147,7 +148,10 @@ type shard struct {
 	// snapshots hold the old.
 	endpoints map[string][]federation.TaggedEndpoint
 	nEndpoint int
-	workloads map[string]*federation.Workload
+	// workloads are the shard's workloads by uid: the same map the
+	// snapshots hold (they hold no other index of them), so edits go
+	// through a cowEdit and leave published ones alone.
+	workloads cowMap[*federation.Workload]
 	// tags are the shard's tags, made anew when its network changes:
 	// every endpoint and workload of one network shares one.
 	tags *federation.Tags
@@ -173,9 +177,22 @@ func newShard(id federation.ClusterID) *shard {
 		id:        id,
 		services:  map[string]*federationpb.Service{},
 		endpoints: map[string][]federation.TaggedEndpoint{},
-		workloads: map[string]*federation.Workload{},
+		workloads: newCowMap[*federation.Workload](workloadBuckets),
 		intern:    federation.NewInterner(),
 	}
+}
+
+// workload returns the workload with uid, nil if the shard has none.
+func (s *shard) workload(uid string) *federation.Workload {
+	w, _ := s.workloads.get(uid)
+	return w
+}
+
+// retagWorkloads gives every workload the tag of the shard's network.
+func (s *shard) retagWorkloads() {
+	edit := newCowEdit(&s.workloads)
+	s.workloads.all(func(uid string, w *federation.Workload) { edit.set(uid, s.intern.Retag(s.tags, w)) })
+	s.workloads = edit.done()
 }
 
 // endpoint returns a service's endpoint at address.
@@ -358,7 +375,7 @@ func (r *Registry) statusLocked() []ClusterStatus {
 		st.ShardVersion = s.version
 		st.Services = len(s.services)
 		st.Endpoints = s.nEndpoint
-		st.Workloads = len(s.workloads)
+		st.Workloads = s.workloads.len
 		st.Gateways = len(s.cluster.GetGateways())
 		out = append(out, st)
 	}
@@ -672,6 +689,7 @@ func (s *shard) setCluster(cl *federationpb.Cluster, ch *changeSet) {
 	if prev != nil && prev.GetNetwork() != cl.GetNetwork() {
 		ch.all = true
 		s.retag()
+		s.retagWorkloads()
 	}
 }
 
@@ -698,27 +716,29 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	}
 	s.services = services
 
-	workloads := make(map[string]*federation.Workload, len(u.GetWorkloads()))
+	empty := newCowMap[*federation.Workload](workloadBuckets)
+	workloads := newCowEdit(&empty)
 	for _, pb := range u.GetWorkloads() {
-		w := s.intern.Workload(s.id, pb)
-		workloads[w.GetUid()] = w
-		if old, ok := s.workloads[w.GetUid()]; !ok || !old.Equal(w) {
+		w := s.intern.Workload(s.tags, pb)
+		if old, ok := s.workloads.get(w.GetUid()); !ok || !old.Equal(w) {
 			ch.workload(w.GetUid())
 		} else {
-			workloads[w.GetUid()] = old
+			w = old // the pointer snapshots already share
 		}
+		workloads.set(w.GetUid(), w)
 	}
-	for uid := range s.workloads {
-		if _, ok := workloads[uid]; !ok {
+	next := workloads.done()
+	s.workloads.all(func(uid string, _ *federation.Workload) {
+		if _, ok := next.get(uid); !ok {
 			ch.workload(uid)
 		}
-	}
-	s.workloads = workloads
+	})
+	s.workloads = next
 
 	byService := map[string][]*federation.Endpoint{}
 	for _, pb := range u.GetEndpoints() {
 		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
-		ep := s.intern.Endpoint(pb, s.workloads[pb.GetWorkload().GetUid()])
+		ep := s.intern.Endpoint(pb, s.workload(pb.GetWorkload().GetUid()))
 		if old, ok := s.endpoint(sk, ep.GetAddress()); ok && old.Equal(ep) {
 			ep = old // the pointer snapshots already share
 		}
@@ -746,7 +766,7 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 
 // countAfter returns the shard's sizes after a delta, for limit checks.
 func (s *shard) countAfter(u *federationpb.ShardUpdate) (services, endpoints, workloads int) {
-	services, endpoints, workloads = len(s.services), s.nEndpoint, len(s.workloads)
+	services, endpoints, workloads = len(s.services), s.nEndpoint, s.workloads.len
 	for _, svc := range u.GetServices() {
 		if _, ok := s.services[federation.KeyOfService(svc)]; !ok {
 			services++
@@ -768,12 +788,12 @@ func (s *shard) countAfter(u *federationpb.ShardUpdate) (services, endpoints, wo
 		}
 	}
 	for _, w := range u.GetWorkloads() {
-		if _, ok := s.workloads[w.GetUid()]; !ok {
+		if _, ok := s.workloads.get(w.GetUid()); !ok {
 			workloads++
 		}
 	}
 	for _, k := range u.GetRemovedWorkloads() {
-		if _, ok := s.workloads[k]; ok {
+		if _, ok := s.workloads.get(k); ok {
 			workloads--
 		}
 	}
@@ -799,17 +819,21 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 			ch.service(k)
 		}
 	}
-	for _, uid := range u.GetRemovedWorkloads() {
-		if _, ok := s.workloads[uid]; ok {
-			delete(s.workloads, uid)
-			ch.workload(uid)
+	if len(u.GetRemovedWorkloads()) > 0 || len(u.GetWorkloads()) > 0 {
+		workloads := newCowEdit(&s.workloads)
+		for _, uid := range u.GetRemovedWorkloads() {
+			if _, ok := workloads.m.get(uid); ok {
+				workloads.delete(uid)
+				ch.workload(uid)
+			}
 		}
-	}
-	for _, pb := range u.GetWorkloads() {
-		if w := s.intern.Workload(s.id, pb); !s.workloads[w.GetUid()].Equal(w) {
-			s.workloads[w.GetUid()] = w
-			ch.workload(w.GetUid())
+		for _, pb := range u.GetWorkloads() {
+			if w := s.intern.Workload(s.tags, pb); !s.workload(w.GetUid()).Equal(w) {
+				workloads.set(w.GetUid(), w)
+				ch.workload(w.GetUid())
+			}
 		}
+		s.workloads = workloads.done()
 	}
 	type edit struct {
 		upserts []*federation.Endpoint
@@ -834,7 +858,7 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 	}
 	for _, pb := range u.GetEndpoints() {
 		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
-		ep := s.intern.Endpoint(pb, s.workloads[pb.GetWorkload().GetUid()])
+		ep := s.intern.Endpoint(pb, s.workload(pb.GetWorkload().GetUid()))
 		old, ok := s.endpoint(sk, ep.GetAddress())
 		if !ok {
 			s.nEndpoint++
@@ -879,13 +903,18 @@ func (r *Registry) publishLocked(ch changeSet) {
 		}
 		if ch.all {
 			// The shard's network changed: retag everything it holds.
-			for uid := range s.workloads {
-				ch.workload(uid)
-			}
+			s.workloads.all(func(uid string, _ *federation.Workload) { ch.workload(uid) })
 		}
 	}
 	next.services = r.mergeServices(&prev.services, ch.services, &next.changes)
-	next.workloads = r.tagWorkloads(&prev.workloads, ch.cluster, ch.workloads, &next.changes)
+	next.workloads, next.nWorkloads = prev.workloads, prev.nWorkloads
+	if len(ch.workloads) > 0 {
+		s := r.shards[ch.cluster]
+		next.workloads = maps.Clone(prev.workloads)
+		next.workloads[ch.cluster] = s.workloads
+		next.nWorkloads += s.workloads.len - prev.workloads[ch.cluster].len
+		next.changes.Workloads = workloadKeys(s, ch.workloads)
+	}
 	r.resolveImportsLocked(next, ch.held)
 	if len(next.changes.Services) == 0 && len(next.changes.Workloads) == 0 && !next.changes.Clusters {
 		return // nothing a reader could see changed
@@ -927,24 +956,17 @@ func (r *Registry) mergeServices(base *cowMap[*federation.ServiceView], keys map
 	return edit.done()
 }
 
-// tagWorkloads retags one shard's workloads with the given uids.
-func (r *Registry) tagWorkloads(base *cowMap[*federation.TaggedWorkload], id federation.ClusterID, uids map[string]struct{}, out *federation.Changes) cowMap[*federation.TaggedWorkload] {
-	if len(uids) == 0 {
-		return *base
-	}
-	s := r.shards[id]
-	edit := newCowEdit(base)
+// workloadKeys returns the clusterset keys of a shard's workloads with the
+// given uids, sorted.
+func workloadKeys(s *shard, uids map[string]struct{}) []string {
+	out := make([]string, 0, len(uids))
 	for uid := range uids {
-		key := ""
-		if w, ok := s.workloads[uid]; ok {
-			key = w.Key() // the workload's own string: no key built per workload
-			edit.set(key, federation.TagWorkload(s.tags, w))
+		if w, ok := s.workloads.get(uid); ok {
+			out = append(out, w.Key()) // the workload's own string: no key built per workload
 		} else {
-			key = federation.WorkloadKey(id, uid)
-			edit.delete(key)
+			out = append(out, federation.WorkloadKey(s.id, uid))
 		}
-		out.Workloads = append(out.Workloads, key)
 	}
-	slices.Sort(out.Workloads)
-	return edit.done()
+	slices.Sort(out)
+	return out
 }

@@ -221,29 +221,6 @@ func TestSnapshotAwait(t *testing.T) {
 	}
 }
 
-func TestCowMap(t *testing.T) {
-	var base cowMap[int]
-	e := newCowEdit(&base)
-	for i := range 1000 {
-		e.set(fmt.Sprint(i), i)
-	}
-	a := e.done()
-	e2 := newCowEdit(&a)
-	e2.set("0", -1)
-	e2.delete("1")
-	e2.delete("missing")
-	b := e2.done()
-	if v, _ := a.get("0"); v != 0 || a.len != 1000 {
-		t.Errorf("the base map changed: %d, len %d", v, a.len)
-	}
-	if v, _ := b.get("0"); v != -1 || b.len != 999 {
-		t.Errorf("edited map: %d, len %d", v, b.len)
-	}
-	if _, ok := b.get("1"); ok {
-		t.Error("deleted key still present")
-	}
-}
-
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
@@ -403,5 +380,70 @@ func TestStatusLastChange(t *testing.T) {
 	check("after a full state without an observed time")
 	if st := r.Status()[0]; !st.LastAck.Equal(clk.Now()) {
 		t.Errorf("last ack %v, want %v", st.LastAck, clk.Now())
+	}
+}
+
+// TestRegistryWorkloadsByCluster: each cluster's workloads are its
+// shard's own map, shared with the snapshots: an update leaves published
+// snapshots as they were, and one cluster's update leaves another's map
+// the same.
+func TestRegistryWorkloadsByCluster(t *testing.T) {
+	r := newTestRegistry(Limits{})
+	east, west := r.Connect("east", ""), r.Connect("west", "")
+	must(t, east.Apply("s", full("east", "n1", 1, nil, nil, []*federationpb.Workload{wl("u1", "10.0.0.1"), wl("u2", "10.0.0.2")})))
+	must(t, west.Apply("s", full("west", "n2", 1, nil, nil, []*federationpb.Workload{wl("u1", "10.1.0.1")})))
+	before := r.Current()
+	if before.WorkloadCount() != 3 {
+		t.Fatalf("%d workloads, want 3", before.WorkloadCount())
+	}
+	var keys []string
+	for _, w := range before.Workloads() {
+		keys = append(keys, w.Key()+"@"+string(w.Network))
+	}
+	if want := []string{"east/u1@n1", "east/u2@n1", "west/u1@n2"}; !slices.Equal(keys, want) {
+		t.Errorf("workloads %v, want %v", keys, want)
+	}
+
+	changed := wl("u2", "10.0.0.2")
+	changed.Ready = true
+	must(t, east.Apply("s", &federationpb.ShardUpdate{Version: 2, Workloads: []*federationpb.Workload{changed, wl("u3", "10.0.0.3")}, RemovedWorkloads: []string{"u1"}}))
+	after := r.Current()
+	if got := after.Changes().Workloads; !slices.Equal(got, []string{"east/u1", "east/u2", "east/u3"}) {
+		t.Errorf("changes %v", got)
+	}
+	if after.WorkloadCount() != 3 || before.WorkloadCount() != 3 {
+		t.Errorf("counts %d after, %d before", after.WorkloadCount(), before.WorkloadCount())
+	}
+	if _, ok := after.Workload("east/u1"); ok {
+		t.Error("a removed workload is still there")
+	}
+	if w, ok := before.Workload("east/u1"); !ok || w.Cluster != "east" {
+		t.Error("an update removed a workload from a published snapshot")
+	}
+	if w, _ := before.Workload("east/u2"); w.GetReady() {
+		t.Error("an update changed a workload of a published snapshot")
+	}
+	if w, _ := after.Workload("east/u2"); !w.GetReady() {
+		t.Error("the changed workload is not in the new snapshot")
+	}
+	a, _ := after.Workload("west/u1")
+	b, _ := before.Workload("west/u1")
+	if a.Workload != b.Workload || a.Network != "n2" {
+		t.Error("an update of east changed west's workload")
+	}
+
+	// A full state without a workload removes it; the same full state
+	// again publishes nothing.
+	must(t, east.Apply("s", full("east", "n1", 3, nil, nil, []*federationpb.Workload{changed})))
+	if s := r.Current(); s.WorkloadCount() != 2 || !slices.Equal(s.Changes().Workloads, []string{"east/u3"}) {
+		t.Errorf("after a full state: %d workloads, changes %v", s.WorkloadCount(), s.Changes().Workloads)
+	}
+	rev := r.Current().Revision()
+	must(t, east.Apply("s", full("east", "n1", 4, nil, nil, []*federationpb.Workload{changed})))
+	if r.Current().Revision() != rev {
+		t.Error("the same full state again published a snapshot")
+	}
+	if _, ok := r.Current().Workload("no-slash"); ok {
+		t.Error("a key without a cluster was found")
 	}
 }

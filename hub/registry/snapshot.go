@@ -4,17 +4,20 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/meshfed/meshfed/federation"
 )
 
 // Snapshot is an immutable, versioned view of the clusterset.
 type Snapshot struct {
-	revision  uint64
-	clusters  map[federation.ClusterID]*federation.ClusterInfo
-	services  cowMap[*federation.ServiceView]
-	workloads cowMap[*federation.TaggedWorkload]
-	changes   federation.Changes
+	revision uint64
+	clusters map[federation.ClusterID]*federation.ClusterInfo
+	services cowMap[*federation.ServiceView]
+	// workloads are each cluster's, by uid: its shard's own map.
+	workloads  map[federation.ClusterID]cowMap[*federation.Workload]
+	nWorkloads int
+	changes    federation.Changes
 
 	done chan struct{}
 	next *Snapshot // set before done is closed
@@ -23,7 +26,8 @@ type Snapshot struct {
 func emptySnapshot() *Snapshot {
 	return &Snapshot{
 		clusters:  map[federation.ClusterID]*federation.ClusterInfo{},
-		workloads: cowMap[*federation.TaggedWorkload]{grouped: true},
+		services:  newCowMap[*federation.ServiceView](serviceBuckets),
+		workloads: map[federation.ClusterID]cowMap[*federation.Workload]{},
 		done:      make(chan struct{}),
 	}
 }
@@ -78,18 +82,26 @@ func (s *Snapshot) Services() []*federation.ServiceView {
 }
 
 // Workload returns a workload by its clusterset key (cluster/uid).
-func (s *Snapshot) Workload(key string) (*federation.TaggedWorkload, bool) {
-	return s.workloads.get(key)
+func (s *Snapshot) Workload(key string) (federation.TaggedWorkload, bool) {
+	cluster, uid, _ := strings.Cut(key, "/") // a cluster ID is a DNS label: no '/'
+	m := s.workloads[federation.ClusterID(cluster)]
+	w, ok := m.get(uid)
+	if !ok {
+		return federation.TaggedWorkload{}, false
+	}
+	return w.Tagged(), true
 }
 
 // WorkloadCount is the number of workloads in the clusterset.
-func (s *Snapshot) WorkloadCount() int { return s.workloads.len }
+func (s *Snapshot) WorkloadCount() int { return s.nWorkloads }
 
 // Workloads returns every workload, sorted by cluster and uid.
-func (s *Snapshot) Workloads() []*federation.TaggedWorkload {
-	out := make([]*federation.TaggedWorkload, 0, s.workloads.len)
-	s.workloads.all(func(_ string, w *federation.TaggedWorkload) { out = append(out, w) })
-	slices.SortFunc(out, func(a, b *federation.TaggedWorkload) int {
+func (s *Snapshot) Workloads() []federation.TaggedWorkload {
+	out := make([]federation.TaggedWorkload, 0, s.nWorkloads)
+	for _, m := range s.workloads {
+		m.all(func(_ string, w *federation.Workload) { out = append(out, w.Tagged()) })
+	}
+	slices.SortFunc(out, func(a, b federation.TaggedWorkload) int {
 		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.GetUid(), b.GetUid()))
 	})
 	return out

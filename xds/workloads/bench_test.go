@@ -14,7 +14,7 @@ import (
 // demo/svc-0 … with perCluster ready ambient pods each: 10 × services ×
 // perCluster workloads.
 func benchFleet(services, perCluster int) *fakeSnapshot {
-	f := &fakeSnapshot{services: map[string]*federation.ServiceView{}, workloads: map[string]*federation.TaggedWorkload{}}
+	f := &fakeSnapshot{services: map[string]*federation.ServiceView{}, workloads: map[string]federation.TaggedWorkload{}}
 	for c := range 10 {
 		f.clusters = append(f.clusters, &federation.ClusterInfo{
 			ID: federation.ClusterID(fmt.Sprintf("c%d", c)), Network: federation.NetworkID(fmt.Sprintf("net-%d", c/5)), TrustDomain: "cluster.local",
@@ -40,7 +40,7 @@ func benchFleet(services, perCluster int) *fakeSnapshot {
 				n := s*perCluster + i
 				pod := fmt.Sprintf("%s-%d", name, i)
 				ip := fmt.Sprintf("10.%d.%d.%d", c, n/250, n%250+1)
-				f.workloads[federation.WorkloadKey(info.ID, "uid-"+pod)] = &federation.TaggedWorkload{Tag: &federation.Tag{Cluster: info.ID, Network: info.Network}, Workload: federation.NewWorkload(info.ID, &federationpb.Workload{
+				f.workloads[federation.WorkloadKey(info.ID, "uid-"+pod)] = federation.TaggedWorkload{Tag: &federation.Tag{Cluster: info.ID, Network: info.Network}, Workload: federation.NewWorkload(info.ID, &federationpb.Workload{
 					Uid: "uid-" + pod, Namespace: "demo", Name: pod, Ips: []string{ip}, ServiceAccount: name, Node: fmt.Sprintf("node-%d", n%50),
 					Locality: &federationpb.Locality{Region: "r1", Zone: fmt.Sprintf("z%d", n%3)}, Ready: true, Ambient: true,
 					CanonicalName: name, CanonicalRevision: "v1",
@@ -116,8 +116,8 @@ func BenchmarkWorkloadAddresses(b *testing.B) {
 	w := s.workloads[wk]
 	pb := w.Proto()
 	pb.Ready = false
-	notReadyW := &federation.TaggedWorkload{Tag: w.Tag, Workload: federation.NewWorkload(w.Cluster, pb)}
-	pods := [2]*federation.TaggedWorkload{notReadyW, w}
+	notReadyW := federation.TaggedWorkload{Tag: w.Tag, Workload: federation.NewWorkload(w.Cluster, pb)}
+	pods := [2]federation.TaggedWorkload{notReadyW, w}
 	views := [2]*federation.ServiceView{notReady(s.services[svcKey], "c5", w.GetIps()[0]), s.services[svcKey]}
 	// Every push sends the states s does not hold.
 	podFlips, viewFlips := 0, 0

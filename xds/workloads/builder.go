@@ -21,8 +21,8 @@ type Snapshot interface {
 	Services() []*federation.ServiceView
 	Service(key string) (*federation.ServiceView, bool)
 	Clusters() []*federation.ClusterInfo
-	Workload(key string) (*federation.TaggedWorkload, bool)
-	Workloads() []*federation.TaggedWorkload
+	Workload(key string) (federation.TaggedWorkload, bool)
+	Workloads() []federation.TaggedWorkload
 }
 
 // DefaultHBONEPort is where gateways take HBONE when they say nothing else.

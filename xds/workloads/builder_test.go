@@ -24,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 type fakeSnapshot struct {
 	clusters  []*federation.ClusterInfo
 	services  map[string]*federation.ServiceView
-	workloads map[string]*federation.TaggedWorkload
+	workloads map[string]federation.TaggedWorkload
 }
 
 func (f *fakeSnapshot) Services() []*federation.ServiceView {
@@ -41,13 +41,13 @@ func (f *fakeSnapshot) Service(key string) (*federation.ServiceView, bool) {
 	return v, ok
 }
 func (f *fakeSnapshot) Clusters() []*federation.ClusterInfo { return f.clusters }
-func (f *fakeSnapshot) Workload(key string) (*federation.TaggedWorkload, bool) {
+func (f *fakeSnapshot) Workload(key string) (federation.TaggedWorkload, bool) {
 	w, ok := f.workloads[key]
 	return w, ok
 }
 
-func (f *fakeSnapshot) Workloads() []*federation.TaggedWorkload {
-	out := make([]*federation.TaggedWorkload, 0, len(f.workloads))
+func (f *fakeSnapshot) Workloads() []federation.TaggedWorkload {
+	out := make([]federation.TaggedWorkload, 0, len(f.workloads))
 	for _, w := range f.workloads {
 		out = append(out, w)
 	}
@@ -74,7 +74,7 @@ func fleet(pods ...pod) *fakeSnapshot {
 			}}},
 		},
 		services:  map[string]*federation.ServiceView{},
-		workloads: map[string]*federation.TaggedWorkload{},
+		workloads: map[string]federation.TaggedWorkload{},
 	}
 	parts := map[federation.ClusterID]*federation.ClusterService{}
 	for _, c := range f.clusters {
@@ -87,7 +87,7 @@ func fleet(pods ...pod) *fakeSnapshot {
 		}}
 	}
 	for _, p := range pods {
-		f.workloads[federation.WorkloadKey(p.cluster, "uid-"+p.name)] = &federation.TaggedWorkload{Tag: &federation.Tag{Cluster: p.cluster, Network: p.network}, Workload: federation.NewWorkload(p.cluster, &federationpb.Workload{
+		f.workloads[federation.WorkloadKey(p.cluster, "uid-"+p.name)] = federation.TaggedWorkload{Tag: &federation.Tag{Cluster: p.cluster, Network: p.network}, Workload: federation.NewWorkload(p.cluster, &federationpb.Workload{
 			Uid: "uid-" + p.name, Namespace: "demo", Name: p.name, Ips: []string{p.ip}, ServiceAccount: "echo", Node: "node-1",
 			Locality: &federationpb.Locality{Region: "r-" + string(p.cluster), Zone: "z1"}, Ready: p.ready, Ambient: true,
 			CanonicalName: "echo", CanonicalRevision: "v1",
@@ -206,6 +206,7 @@ func TestIncremental(t *testing.T) {
 	// One pod changes: that workload alone (and the few derived resources).
 	w := s.workloads["east/uid-echo-a"]
 	w.Workload = federation.NewWorkload(w.Cluster, &federationpb.Workload{Uid: w.GetUid(), Namespace: "demo", Name: w.GetName(), Ips: w.GetIps(), Ready: false})
+	s.workloads["east/uid-echo-a"] = w
 	items := b.Push(s, nil, []string{"east/uid-echo-a"}, false)
 	var names []string
 	for _, it := range items {
@@ -219,6 +220,7 @@ func TestIncremental(t *testing.T) {
 	// A remote pod's readiness changes the capacity behind its gateway.
 	w = s.workloads["west/uid-echo-c"]
 	w.Workload = federation.NewWorkload(w.Cluster, &federationpb.Workload{Uid: w.GetUid(), Namespace: "demo", Name: w.GetName(), Ips: w.GetIps(), Ready: false})
+	s.workloads["west/uid-echo-c"] = w
 	items = b.Push(s, nil, []string{"west/uid-echo-c"}, false)
 	var capacity uint32
 	for _, it := range items {

@@ -19,7 +19,7 @@ import (
 type Clusterset struct {
 	clusters  map[federation.ClusterID]*federation.ClusterInfo
 	exports   map[string]map[federation.ClusterID]*federation.ClusterService // service key → cluster → export
-	workloads map[string]*federation.TaggedWorkload
+	workloads map[string]federation.TaggedWorkload
 	pending   federation.Changes
 	last      *Snapshot
 }
@@ -29,8 +29,8 @@ func New() *Clusterset {
 	return &Clusterset{
 		clusters:  map[federation.ClusterID]*federation.ClusterInfo{},
 		exports:   map[string]map[federation.ClusterID]*federation.ClusterService{},
-		workloads: map[string]*federation.TaggedWorkload{},
-		last:      &Snapshot{done: make(chan struct{}), services: map[string]*federation.ServiceView{}, workloads: map[string]*federation.TaggedWorkload{}},
+		workloads: map[string]federation.TaggedWorkload{},
+		last:      &Snapshot{done: make(chan struct{}), services: map[string]*federation.ServiceView{}, workloads: map[string]federation.TaggedWorkload{}},
 	}
 }
 
@@ -65,7 +65,7 @@ func (c *Clusterset) RemoveService(cluster federation.ClusterID, key string) {
 // SetWorkload adds or replaces a cluster's workload.
 func (c *Clusterset) SetWorkload(cluster federation.ClusterID, w *federationpb.Workload) {
 	key := federation.WorkloadKey(cluster, w.GetUid())
-	c.workloads[key] = federation.TagWorkload(federation.NewTags(cluster, c.clusters[cluster].Network), federation.NewWorkload(cluster, w))
+	c.workloads[key] = federation.NewInterner().Workload(federation.NewTags(cluster, c.clusters[cluster].Network), w).Tagged()
 	c.pending.Workloads = append(c.pending.Workloads, key)
 }
 
@@ -114,7 +114,7 @@ type Snapshot struct {
 	revision  uint64
 	clusters  []*federation.ClusterInfo
 	services  map[string]*federation.ServiceView
-	workloads map[string]*federation.TaggedWorkload
+	workloads map[string]federation.TaggedWorkload
 	changes   federation.Changes
 	done      chan struct{}
 	next      *Snapshot
@@ -142,14 +142,14 @@ func (s *Snapshot) Service(key string) (*federation.ServiceView, bool) {
 }
 
 // Workload returns a workload by key (cluster/uid).
-func (s *Snapshot) Workload(key string) (*federation.TaggedWorkload, bool) {
+func (s *Snapshot) Workload(key string) (federation.TaggedWorkload, bool) {
 	w, ok := s.workloads[key]
 	return w, ok
 }
 
 // Workloads returns every workload, sorted by key.
-func (s *Snapshot) Workloads() []*federation.TaggedWorkload {
-	out := make([]*federation.TaggedWorkload, 0, len(s.workloads))
+func (s *Snapshot) Workloads() []federation.TaggedWorkload {
+	out := make([]federation.TaggedWorkload, 0, len(s.workloads))
 	for _, k := range slices.Sorted(maps.Keys(s.workloads)) {
 		out = append(out, s.workloads[k])
 	}
