@@ -97,7 +97,8 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 		if in != nil {
 			x.node = in.str(x.node)
 		}
-		e.extra = &x
+		e.extra = new(endpointExtra) // not &x: x would be allocated for every endpoint
+		*e.extra = x
 	}
 	if in == nil {
 		e.group = &endpointGroup{}
