@@ -111,26 +111,43 @@ func BenchmarkApplyDelta(b *testing.B) {
 			{Endpoints: []*federationpb.Endpoint{notReady}},
 			{Endpoints: []*federationpb.Endpoint{e}},
 		}
-		applied := 0
-		b.Run(bc.name, func(b *testing.B) {
-			loopPublishing(b, r, "deltas/s", func() error {
-				version++
-				u := flip[applied%2]
-				u.Version = version
-				applied++
-				return c0.Apply("s", u)
-			})
-		})
+		runFlips(b, c0, &version, bc.name, flip)
 	}
+	// A pod's readiness: the workload alone (its endpoint is the
+	// service's, above).
+	w := r.shards["c0"].workload("uid-0").Proto()
+	notReady := proto.CloneOf(w)
+	notReady.Ready = !w.GetReady()
+	runFlips(b, c0, &version, "workload", [2]*federationpb.ShardUpdate{
+		{Workloads: []*federationpb.Workload{notReady}},
+		{Workloads: []*federationpb.Workload{w}},
+	})
+}
+
+// runFlips applies the two deltas of flip in turn, each changing
+// something, as a sub-benchmark of b.
+func runFlips(b *testing.B, c *Conn, version *uint64, name string, flip [2]*federationpb.ShardUpdate) {
+	applied := 0
+	b.Run(name, func(b *testing.B) {
+		loopPublishing(b, c.r, "deltas/s", func() error {
+			*version++
+			u := flip[applied%2]
+			u.Version = *version
+			applied++
+			return c.Apply("s", u)
+		})
+	})
 }
 
 // BenchmarkSnapshotBuild is the cost of publishing a snapshot for one
 // changed service or one changed workload, apart from validating and
 // patching the shard (see BenchmarkApplyDelta for the whole path). The
 // change is declared without touching the shard: the service is re-merged
-// from all 10 clusters (or the workload retagged) as after a real one.
-// Snapshots share everything else, so the cost should follow the number of
-// services and workloads (the copy-on-write bucket cloned), not endpoints.
+// from all 10 clusters as after a real one, or the workload's cluster's
+// index handed on (the copy of its bucket is the patch's: see
+// BenchmarkApplyDelta/workload). Snapshots share everything else, so the
+// cost should follow the number of services and workloads (the
+// copy-on-write bucket cloned), not endpoints.
 func BenchmarkSnapshotBuild(b *testing.B) {
 	for _, scale := range []struct {
 		name     string

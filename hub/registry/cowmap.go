@@ -1,15 +1,9 @@
 package registry
 
-// Bucket counts trade copy cost per snapshot (the bucket slice) against
-// copy cost per changed key (one bucket).
-const (
-	// serviceBuckets is the clusterset's services.
-	serviceBuckets = 256
-	// workloadBuckets is one cluster's workloads: a change to one clones a
-	// sixteenth of its cluster's, and a cluster's full state touches its
-	// own map only, not the clusterset's.
-	workloadBuckets = 16
-)
+// serviceBuckets is how many buckets the clusterset's services are
+// split into: it trades copy cost per snapshot (the bucket slice) against
+// copy cost per changed service (one bucket).
+const serviceBuckets = 256
 
 // cowMap is a string-keyed map whose copies share storage: copying costs
 // one slice of bucket pointers, and a change clones only the bucket it

@@ -131,11 +131,11 @@ func (r *Registry) withdrawLocked(s *shard) {
 	for k := range s.endpoints {
 		ch.service(k)
 	}
-	s.workloads.all(func(uid string, _ *federation.Workload) { ch.workload(uid) })
+	s.workloads.all(func(w *federation.Workload) { ch.workload(w.GetUid()) })
 	s.services = map[string]*federationpb.Service{}
 	s.endpoints = map[string][]federation.TaggedEndpoint{}
 	s.nEndpoint = 0
-	s.workloads = newCowMap[*federation.Workload](workloadBuckets)
+	s.workloads = workloads{}
 	s.intern = federation.NewInterner()
 	s.session, s.version = "", 0
 	if s.cluster != nil {

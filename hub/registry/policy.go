@@ -117,9 +117,9 @@ func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool
 			}
 		}
 	}
-	s.workloads.all(func(uid string, w *federation.Workload) {
+	s.workloads.all(func(w *federation.Workload) {
 		if refuse(c.CheckWorkload(w.Proto())) {
-			u.RemovedWorkloads = append(u.RemovedWorkloads, uid)
+			u.RemovedWorkloads = append(u.RemovedWorkloads, w.GetUid())
 		}
 	})
 	e.Dropped += len(u.RemovedServices) + len(u.RemovedEndpoints) + len(u.RemovedWorkloads)

@@ -148,10 +148,10 @@ type shard struct {
 	// snapshots hold the old.
 	endpoints map[string][]federation.TaggedEndpoint
 	nEndpoint int
-	// workloads are the shard's workloads by uid: the same map the
-	// snapshots hold (they hold no other index of them), so edits go
-	// through a cowEdit and leave published ones alone.
-	workloads cowMap[*federation.Workload]
+	// workloads are the shard's workloads by uid: the same index the
+	// snapshots hold (they hold no other), so edits go through a
+	// workloadsEdit and leave published ones alone.
+	workloads workloads
 	// tags are the shard's tags, made anew when its network changes:
 	// every endpoint and workload of one network shares one.
 	tags *federation.Tags
@@ -177,7 +177,6 @@ func newShard(id federation.ClusterID) *shard {
 		id:        id,
 		services:  map[string]*federationpb.Service{},
 		endpoints: map[string][]federation.TaggedEndpoint{},
-		workloads: newCowMap[*federation.Workload](workloadBuckets),
 		intern:    federation.NewInterner(),
 	}
 }
@@ -190,8 +189,8 @@ func (s *shard) workload(uid string) *federation.Workload {
 
 // retagWorkloads gives every workload the tag of the shard's network.
 func (s *shard) retagWorkloads() {
-	edit := newCowEdit(&s.workloads)
-	s.workloads.all(func(uid string, w *federation.Workload) { edit.set(uid, s.intern.Retag(s.tags, w)) })
+	edit := newWorkloadsEdit(&s.workloads)
+	s.workloads.all(func(w *federation.Workload) { edit.set(s.intern.Retag(s.tags, w)) })
 	s.workloads = edit.done()
 }
 
@@ -716,8 +715,7 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	}
 	s.services = services
 
-	empty := newCowMap[*federation.Workload](workloadBuckets)
-	workloads := newCowEdit(&empty)
+	ws := make([]*federation.Workload, 0, len(u.GetWorkloads()))
 	for _, pb := range u.GetWorkloads() {
 		w := s.intern.Workload(s.tags, pb)
 		if old, ok := s.workloads.get(w.GetUid()); !ok || !old.Equal(w) {
@@ -725,12 +723,12 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 		} else {
 			w = old // the pointer snapshots already share
 		}
-		workloads.set(w.GetUid(), w)
+		ws = append(ws, w)
 	}
-	next := workloads.done()
-	s.workloads.all(func(uid string, _ *federation.Workload) {
-		if _, ok := next.get(uid); !ok {
-			ch.workload(uid)
+	next := newWorkloads(ws)
+	s.workloads.all(func(w *federation.Workload) {
+		if _, ok := next.get(w.GetUid()); !ok {
+			ch.workload(w.GetUid())
 		}
 	})
 	s.workloads = next
@@ -820,7 +818,7 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 		}
 	}
 	if len(u.GetRemovedWorkloads()) > 0 || len(u.GetWorkloads()) > 0 {
-		workloads := newCowEdit(&s.workloads)
+		workloads := newWorkloadsEdit(&s.workloads)
 		for _, uid := range u.GetRemovedWorkloads() {
 			if _, ok := workloads.m.get(uid); ok {
 				workloads.delete(uid)
@@ -829,7 +827,7 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 		}
 		for _, pb := range u.GetWorkloads() {
 			if w := s.intern.Workload(s.tags, pb); !s.workload(w.GetUid()).Equal(w) {
-				workloads.set(w.GetUid(), w)
+				workloads.set(w)
 				ch.workload(w.GetUid())
 			}
 		}
@@ -903,7 +901,7 @@ func (r *Registry) publishLocked(ch changeSet) {
 		}
 		if ch.all {
 			// The shard's network changed: retag everything it holds.
-			s.workloads.all(func(uid string, _ *federation.Workload) { ch.workload(uid) })
+			s.workloads.all(func(w *federation.Workload) { ch.workload(w.GetUid()) })
 		}
 	}
 	next.services = r.mergeServices(&prev.services, ch.services, &next.changes)

@@ -15,7 +15,7 @@ type Snapshot struct {
 	clusters map[federation.ClusterID]*federation.ClusterInfo
 	services cowMap[*federation.ServiceView]
 	// workloads are each cluster's, by uid: its shard's own map.
-	workloads  map[federation.ClusterID]cowMap[*federation.Workload]
+	workloads  map[federation.ClusterID]workloads
 	nWorkloads int
 	changes    federation.Changes
 
@@ -27,7 +27,7 @@ func emptySnapshot() *Snapshot {
 	return &Snapshot{
 		clusters:  map[federation.ClusterID]*federation.ClusterInfo{},
 		services:  newCowMap[*federation.ServiceView](serviceBuckets),
-		workloads: map[federation.ClusterID]cowMap[*federation.Workload]{},
+		workloads: map[federation.ClusterID]workloads{},
 		done:      make(chan struct{}),
 	}
 }
@@ -99,7 +99,7 @@ func (s *Snapshot) WorkloadCount() int { return s.nWorkloads }
 func (s *Snapshot) Workloads() []federation.TaggedWorkload {
 	out := make([]federation.TaggedWorkload, 0, s.nWorkloads)
 	for _, m := range s.workloads {
-		m.all(func(_ string, w *federation.Workload) { out = append(out, w.Tagged()) })
+		m.all(func(w *federation.Workload) { out = append(out, w.Tagged()) })
 	}
 	slices.SortFunc(out, func(a, b federation.TaggedWorkload) int {
 		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.GetUid(), b.GetUid()))
