@@ -86,11 +86,11 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 		hasWorkload: pb.GetWorkload() != nil,
 	}
 	x := endpointExtra{node: pb.GetNode(), hostname: pb.GetHostname(), workloadName: pb.GetWorkload().GetName(), workloadUID: pb.GetWorkload().GetUid()}
-	if w != nil && e.hasWorkload && w.GetUid() == x.workloadUID && w.name == x.workloadName && w.node == x.node {
+	if w != nil && e.hasWorkload && w.GetUid() == x.workloadUID && w.GetName() == x.workloadName && w.node == x.node {
 		e.workload = w
 		x.node, x.workloadName, x.workloadUID = "", "", ""
-		if i := slices.Index(w.ips, e.address); i >= 0 {
-			e.address = w.ips[i]
+		if ip, ok := w.ip(e.address); ok {
+			e.address = ip
 		}
 	}
 	if x != (endpointExtra{}) {
@@ -223,7 +223,7 @@ func (e *Endpoint) Workload() (WorkloadRef, bool) {
 
 func (e *Endpoint) workloadName() string {
 	if e.workload != nil {
-		return e.workload.name
+		return e.workload.GetName()
 	}
 	if e.extra != nil {
 		return e.extra.workloadName

@@ -1,27 +1,33 @@
 package federation
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
-// Workload is a workload as the hub holds it: 96 bytes against the
+// Workload is a workload as the hub holds it: 64 bytes against the
 // generated message's 240. The pods of one namespace, service account,
 // app and version in one zone share what they have in common (a
-// workloadGroup, which also holds their tag: cluster and network), and
-// the uid is the tail of the workload's clusterset key (one string for
-// both). Unknown fields are not kept: the hub reads none. It is
-// immutable; Proto rebuilds the message.
+// workloadGroup, which also holds their tag: cluster and network); the
+// uid is the tail of the workload's clusterset key (one string for both);
+// the name and the addresses are one string of the workload's own, not
+// the decoder's three strings and slice. Unknown fields are not kept:
+// the hub reads none. It is immutable; Proto rebuilds the message.
 type Workload struct {
 	group *workloadGroup
 	key   string // WorkloadKey(cluster, uid)
-	name  string
-	node  string
-	ips   []string
-	ready bool
+	// nameIPs is the name, then the addresses separated by ipSeparator;
+	// nameEnd is where the name ends.
+	nameIPs string
+	node    string
+	nameEnd uint32
+	ready   bool
 }
+
+// ipSeparator separates a workload's addresses in its nameIPs: no IP
+// address holds one.
+const ipSeparator = ","
 
 // workloadGroup is what the workloads of one kind share.
 type workloadGroup struct {
@@ -47,7 +53,11 @@ func (in *Interner) Workload(tags *Tags, pb *federationpb.Workload) *Workload {
 		canonicalName: pb.GetCanonicalName(), canonicalRevision: pb.GetCanonicalRevision(), network: pb.GetNetwork(),
 		locality: pb.GetLocality(), ambient: pb.GetAmbient(), meshTLS: pb.GetMeshTls(), tag: tags.Of(pb.GetNetwork()),
 	}
-	w := &Workload{key: WorkloadKey(g.tag.Cluster, pb.GetUid()), name: pb.GetName(), node: pb.GetNode(), ips: pb.GetIps(), ready: pb.GetReady()}
+	name := pb.GetName()
+	w := &Workload{
+		key: WorkloadKey(g.tag.Cluster, pb.GetUid()), nameIPs: name + strings.Join(pb.GetIps(), ipSeparator),
+		nameEnd: uint32(len(name)), node: pb.GetNode(), ready: pb.GetReady(),
+	}
 	w.group = in.workloadGroup(g)
 	if in != nil {
 		w.node = in.str(w.node)
@@ -95,7 +105,7 @@ func (in *Interner) workloadGroup(g workloadGroup) *workloadGroup {
 func (w *Workload) Proto() *federationpb.Workload {
 	g := w.group
 	return &federationpb.Workload{
-		Uid: w.GetUid(), Namespace: g.namespace, Name: w.name, Ips: w.ips, ServiceAccount: g.serviceAccount,
+		Uid: w.GetUid(), Namespace: g.namespace, Name: w.GetName(), Ips: w.GetIps(), ServiceAccount: g.serviceAccount,
 		Node: w.node, Locality: g.locality, App: g.app, Version: g.version,
 		CanonicalName: g.canonicalName, CanonicalRevision: g.canonicalRevision, Network: g.network,
 		Ready: w.ready, Ambient: g.ambient, MeshTls: g.meshTLS,
@@ -107,8 +117,8 @@ func (w *Workload) Equal(o *Workload) bool {
 	if w == nil || o == nil {
 		return w == o
 	}
-	return w.key == o.key && w.name == o.name && w.node == o.node && w.ready == o.ready &&
-		slices.Equal(w.ips, o.ips) && w.group.equal(o.group)
+	return w.key == o.key && w.nameIPs == o.nameIPs && w.nameEnd == o.nameEnd && w.node == o.node && w.ready == o.ready &&
+		w.group.equal(o.group)
 }
 
 func (g *workloadGroup) equal(o *workloadGroup) bool {
@@ -151,10 +161,32 @@ func (w *Workload) Tagged() TaggedWorkload {
 func (w *Workload) GetNamespace() string { return w.orNone().group.namespace }
 
 // GetName is the pod's name.
-func (w *Workload) GetName() string { return w.orNone().name }
+func (w *Workload) GetName() string {
+	w = w.orNone()
+	return w.nameIPs[:w.nameEnd]
+}
 
-// GetIps returns the pod's addresses, shared: do not modify them.
-func (w *Workload) GetIps() []string { return w.orNone().ips }
+// GetIps returns the pod's addresses, in a new slice (nil when it has
+// none).
+func (w *Workload) GetIps() []string {
+	w = w.orNone()
+	if ips := w.nameIPs[w.nameEnd:]; ips != "" {
+		return strings.Split(ips, ipSeparator)
+	}
+	return nil
+}
+
+// ip returns the workload's own copy of address a, if it has one.
+func (w *Workload) ip(a string) (string, bool) {
+	for rest := w.nameIPs[w.nameEnd:]; rest != ""; {
+		var ip string
+		ip, rest, _ = strings.Cut(rest, ipSeparator)
+		if ip == a {
+			return ip, true
+		}
+	}
+	return "", false
+}
 
 // GetServiceAccount is the pod's service account.
 func (w *Workload) GetServiceAccount() string { return w.orNone().group.serviceAccount }

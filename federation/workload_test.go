@@ -2,6 +2,7 @@ package federation
 
 import (
 	"testing"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -38,6 +39,15 @@ func TestWorkloadKeepsEveryField(t *testing.T) {
 	var none *Workload
 	if none.GetUid() != "" || none.GetIps() != nil || none.GetReady() || none.GetAmbient() || none.GetLocality() != nil {
 		t.Error("a nil workload's getters are not zero")
+	}
+	w := NewWorkload("east", want)
+	ips := w.GetIps()
+	ips[0] = "changed"
+	if w.GetIps()[0] == "changed" {
+		t.Error("GetIps hands out the workload's own slice")
+	}
+	if unsafe.Sizeof(Workload{}) > 64 {
+		t.Errorf("a Workload is %d bytes, more than its size class of 64", unsafe.Sizeof(Workload{}))
 	}
 }
 
