@@ -100,8 +100,7 @@ func (in *Interner) workloadGroup(g workloadGroup) *workloadGroup {
 	return p
 }
 
-// Proto returns the workload as a message, sharing its addresses and
-// locality.
+// Proto returns the workload as a message, sharing its locality.
 func (w *Workload) Proto() *federationpb.Workload {
 	g := w.group
 	return &federationpb.Workload{

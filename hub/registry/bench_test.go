@@ -127,6 +127,7 @@ func BenchmarkApplyDelta(b *testing.B) {
 // runFlips applies the two deltas of flip in turn, each changing
 // something, as a sub-benchmark of b.
 func runFlips(b *testing.B, c *Conn, version *uint64, name string, flip [2]*federationpb.ShardUpdate) {
+	b.Helper()
 	applied := 0
 	b.Run(name, func(b *testing.B) {
 		loopPublishing(b, c.r, "deltas/s", func() error {

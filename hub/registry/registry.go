@@ -820,13 +820,13 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 	if len(u.GetRemovedWorkloads()) > 0 || len(u.GetWorkloads()) > 0 {
 		workloads := newWorkloadsEdit(&s.workloads)
 		for _, uid := range u.GetRemovedWorkloads() {
-			if _, ok := workloads.m.get(uid); ok {
+			if workloads.get(uid) != nil {
 				workloads.delete(uid)
 				ch.workload(uid)
 			}
 		}
 		for _, pb := range u.GetWorkloads() {
-			if w := s.intern.Workload(s.tags, pb); !s.workload(w.GetUid()).Equal(w) {
+			if w := s.intern.Workload(s.tags, pb); !workloads.get(w.GetUid()).Equal(w) {
 				workloads.set(w)
 				ch.workload(w.GetUid())
 			}

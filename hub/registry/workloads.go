@@ -99,6 +99,12 @@ func (e *workloadsEdit) bucket(uid string) int {
 	return i
 }
 
+// get returns the workload with uid as edited so far, nil if none.
+func (e *workloadsEdit) get(uid string) *federation.Workload {
+	w, _ := e.m.get(uid)
+	return w
+}
+
 func (e *workloadsEdit) set(w *federation.Workload) {
 	i := e.bucket(w.GetUid())
 	b := e.m.buckets[i]
