@@ -2,30 +2,35 @@ package federation
 
 import (
 	"cmp"
+	"math"
 	"slices"
+	"strings"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
 // Endpoint is an endpoint as the hub holds it. The generated message and
 // its workload reference take 288 bytes before their strings; this takes
-// 48. The endpoints of one service in one zone share what they have in
+// 32. The endpoints of one service in one zone share what they have in
 // common (an endpointGroup), and an endpoint whose workload the hub knows
-// reads its node and its reference's name and uid from that workload:
-// only what differs from it is the endpoint's own (an endpointExtra,
-// rare: a hostname, a node or reference of its own). Unknown fields are
+// reads its address, its node and its reference's name and uid from that
+// workload: only what differs from it is the endpoint's own (an
+// endpointExtra, rare: a hostname, an address, a node or reference of its
+// own). Unknown fields are
 // not kept: the hub reads none. It is immutable; Proto rebuilds the
 // message.
 type Endpoint struct {
-	group   *endpointGroup
-	address string
+	group *endpointGroup
 	// workload is the workload the endpoint names, when its uid, name and
 	// node are the endpoint's; it may be an older form of that workload
 	// (those three never change in a pod's life).
 	workload *Workload
 	extra    *endpointExtra // nil when workload says it all
-	ready    bool
-	serving  bool
+	// ip is 1 + the index of the endpoint's address among its workload's
+	// addresses; 0: the address is extra's.
+	ip      uint8
+	ready   bool
+	serving bool
 	// terminating and hasWorkload: the message had a workload reference,
 	// even an empty one.
 	terminating bool
@@ -34,7 +39,7 @@ type Endpoint struct {
 
 // endpointExtra is what an endpoint holds that its workload does not say.
 type endpointExtra struct {
-	node, hostname, workloadName, workloadUID string
+	address, node, hostname, workloadName, workloadUID string
 }
 
 // endpointGroup is what the endpoints of one service in one zone share.
@@ -82,20 +87,23 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 		workloadKind: pb.GetWorkload().GetKind(), ports: pb.GetPorts(), locality: pb.GetLocality(),
 	}
 	e := &Endpoint{
-		address: pb.GetAddress(), ready: pb.GetReady(), serving: pb.GetServing(), terminating: pb.GetTerminating(),
-		hasWorkload: pb.GetWorkload() != nil,
+		ready: pb.GetReady(), serving: pb.GetServing(), terminating: pb.GetTerminating(), hasWorkload: pb.GetWorkload() != nil,
 	}
-	x := endpointExtra{node: pb.GetNode(), hostname: pb.GetHostname(), workloadName: pb.GetWorkload().GetName(), workloadUID: pb.GetWorkload().GetUid()}
+	x := endpointExtra{
+		address: pb.GetAddress(), node: pb.GetNode(), hostname: pb.GetHostname(),
+		workloadName: pb.GetWorkload().GetName(), workloadUID: pb.GetWorkload().GetUid(),
+	}
 	if w != nil && e.hasWorkload && w.GetUid() == x.workloadUID && w.GetName() == x.workloadName && w.node == x.node {
 		e.workload = w
 		x.node, x.workloadName, x.workloadUID = "", "", ""
-		if ip, ok := w.ip(e.address); ok {
-			e.address = ip
+		if i, ok := w.ipIndex(x.address); ok && i < math.MaxUint8 {
+			e.ip, x.address = uint8(i+1), ""
 		}
 	}
 	if x != (endpointExtra{}) {
 		if in != nil {
 			x.node = in.str(x.node)
+			x.address = strings.Clone(x.address) // not the decoder's message
 		}
 		e.extra = new(endpointExtra) // not &x: x would be allocated for every endpoint
 		*e.extra = x
@@ -125,7 +133,7 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 // locality.
 func (e *Endpoint) Proto() *federationpb.Endpoint {
 	pb := &federationpb.Endpoint{
-		Namespace: e.GetNamespace(), Service: e.GetService(), Address: e.address, Ports: e.GetPorts(),
+		Namespace: e.GetNamespace(), Service: e.GetService(), Address: e.GetAddress(), Ports: e.GetPorts(),
 		Ready: e.ready, Serving: e.serving, Terminating: e.terminating, Node: e.GetNode(), Locality: e.GetLocality(),
 		Hostname: e.GetHostname(), Network: e.GetNetwork(),
 	}
@@ -140,7 +148,7 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	if e == nil || o == nil {
 		return e == o
 	}
-	return e.address == o.address && e.GetNode() == o.GetNode() && e.GetHostname() == o.GetHostname() &&
+	return e.GetAddress() == o.GetAddress() && e.GetNode() == o.GetNode() && e.GetHostname() == o.GetHostname() &&
 		e.workloadName() == o.workloadName() && e.workloadUID() == o.workloadUID() &&
 		e.ready == o.ready && e.serving == o.serving && e.terminating == o.terminating &&
 		e.hasWorkload == o.hasWorkload && e.group.equal(o.group)
@@ -175,7 +183,15 @@ func (e *Endpoint) GetNamespace() string { return e.orNone().group.namespace }
 func (e *Endpoint) GetService() string { return e.orNone().group.service }
 
 // GetAddress is the endpoint's IP address.
-func (e *Endpoint) GetAddress() string { return e.orNone().address }
+func (e *Endpoint) GetAddress() string {
+	if e = e.orNone(); e.ip == 0 {
+		if e.extra == nil {
+			return ""
+		}
+		return e.extra.address
+	}
+	return e.workload.ipAt(int(e.ip) - 1)
+}
 
 // GetPorts returns the endpoint's ports, shared: do not modify them.
 func (e *Endpoint) GetPorts() []*federationpb.EndpointPort { return e.orNone().group.ports }

@@ -1,28 +1,31 @@
 package federation
 
 import (
+	"fmt"
+	"math"
 	"strings"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
-// Workload is a workload as the hub holds it: 64 bytes against the
+// Workload is a workload as the hub holds it: 48 bytes against the
 // generated message's 240. The pods of one namespace, service account,
 // app and version in one zone share what they have in common (a
 // workloadGroup, which also holds their tag: cluster and network); the
-// uid is the tail of the workload's clusterset key (one string for both);
-// the name and the addresses are one string of the workload's own, not
-// the decoder's three strings and slice. Unknown fields are not kept:
-// the hub reads none. It is immutable; Proto rebuilds the message.
+// workload's clusterset key (which ends with its uid), its name and its
+// addresses are one string of its own, not the decoder's four strings and
+// slice. Unknown fields are not kept: the hub reads none. It is
+// immutable; Proto rebuilds the message.
 type Workload struct {
 	group *workloadGroup
-	key   string // WorkloadKey(cluster, uid)
-	// nameIPs is the name, then the addresses separated by ipSeparator;
-	// nameEnd is where the name ends.
-	nameIPs string
-	node    string
-	nameEnd uint32
-	ready   bool
+	// s is the key (WorkloadKey(cluster, uid)) up to keyEnd, the name up
+	// to nameEnd, then the addresses separated by ipSeparator. Validation
+	// bounds the cluster, uid and name (maxStringLen, a DNS label), so the
+	// ends fit 16 bits.
+	s               string
+	node            string
+	keyEnd, nameEnd uint16
+	ready           bool
 }
 
 // ipSeparator separates a workload's addresses in its nameIPs: no IP
@@ -53,10 +56,15 @@ func (in *Interner) Workload(tags *Tags, pb *federationpb.Workload) *Workload {
 		canonicalName: pb.GetCanonicalName(), canonicalRevision: pb.GetCanonicalRevision(), network: pb.GetNetwork(),
 		locality: pb.GetLocality(), ambient: pb.GetAmbient(), meshTLS: pb.GetMeshTls(), tag: tags.Of(pb.GetNetwork()),
 	}
-	name := pb.GetName()
+	key, name := WorkloadKey(g.tag.Cluster, pb.GetUid()), pb.GetName()
+	if len(key)+len(name) > math.MaxUint16 {
+		// Validation bounds both far below; only an unvalidated message
+		// gets here.
+		panic(fmt.Sprintf("workload %s: key and name of %d bytes", key, len(key)+len(name)))
+	}
 	w := &Workload{
-		key: WorkloadKey(g.tag.Cluster, pb.GetUid()), nameIPs: name + strings.Join(pb.GetIps(), ipSeparator),
-		nameEnd: uint32(len(name)), node: pb.GetNode(), ready: pb.GetReady(),
+		s:      key + name + strings.Join(pb.GetIps(), ipSeparator),
+		keyEnd: uint16(len(key)), nameEnd: uint16(len(key) + len(name)), node: pb.GetNode(), ready: pb.GetReady(),
 	}
 	w.group = in.workloadGroup(g)
 	if in != nil {
@@ -116,7 +124,7 @@ func (w *Workload) Equal(o *Workload) bool {
 	if w == nil || o == nil {
 		return w == o
 	}
-	return w.key == o.key && w.nameIPs == o.nameIPs && w.nameEnd == o.nameEnd && w.node == o.node && w.ready == o.ready &&
+	return w.s == o.s && w.keyEnd == o.keyEnd && w.nameEnd == o.nameEnd && w.node == o.node && w.ready == o.ready &&
 		w.group.equal(o.group)
 }
 
@@ -144,12 +152,15 @@ func (w *Workload) orNone() *Workload {
 
 // GetUid is the pod's uid.
 func (w *Workload) GetUid() string { //nolint:revive // named as the message's getter
-	k := w.orNone().key
+	k := w.Key()
 	return k[strings.IndexByte(k, '/')+1:] // a cluster ID is a DNS label: no '/'
 }
 
 // Key is the workload's key in the clusterset (see WorkloadKey).
-func (w *Workload) Key() string { return w.orNone().key }
+func (w *Workload) Key() string {
+	w = w.orNone()
+	return w.s[:w.keyEnd]
+}
 
 // Tagged returns the workload with its cluster and network.
 func (w *Workload) Tagged() TaggedWorkload {
@@ -162,29 +173,40 @@ func (w *Workload) GetNamespace() string { return w.orNone().group.namespace }
 // GetName is the pod's name.
 func (w *Workload) GetName() string {
 	w = w.orNone()
-	return w.nameIPs[:w.nameEnd]
+	return w.s[w.keyEnd:w.nameEnd]
 }
 
 // GetIps returns the pod's addresses, in a new slice (nil when it has
 // none).
 func (w *Workload) GetIps() []string {
 	w = w.orNone()
-	if ips := w.nameIPs[w.nameEnd:]; ips != "" {
+	if ips := w.s[w.nameEnd:]; ips != "" {
 		return strings.Split(ips, ipSeparator)
 	}
 	return nil
 }
 
-// ip returns the workload's own copy of address a, if it has one.
-func (w *Workload) ip(a string) (string, bool) {
-	for rest := w.nameIPs[w.nameEnd:]; rest != ""; {
+// ipIndex returns the index of address a among the workload's.
+func (w *Workload) ipIndex(a string) (int, bool) {
+	rest := w.s[w.nameEnd:]
+	for i := 0; rest != ""; i++ {
 		var ip string
 		ip, rest, _ = strings.Cut(rest, ipSeparator)
 		if ip == a {
-			return ip, true
+			return i, true
 		}
 	}
-	return "", false
+	return 0, false
+}
+
+// ipAt returns the workload's address at index i, which ipIndex gave.
+func (w *Workload) ipAt(i int) string {
+	rest := w.s[w.nameEnd:]
+	for ; i > 0; i-- {
+		_, rest, _ = strings.Cut(rest, ipSeparator)
+	}
+	ip, _, _ := strings.Cut(rest, ipSeparator)
+	return ip
 }
 
 // GetServiceAccount is the pod's service account.
