@@ -20,15 +20,18 @@ import (
 // not kept: the hub reads none. It is immutable; Proto rebuilds the
 // message.
 type Endpoint struct {
-	group *endpointGroup
+	// The group is embedded for its tag: a TaggedEndpoint, one pointer,
+	// reads its cluster and network from it.
+	*endpointGroup
 	// workload is the workload the endpoint names, when its uid, name and
 	// node are the endpoint's; it may be an older form of that workload
 	// (those three never change in a pod's life).
 	workload *Workload
 	extra    *endpointExtra // nil when workload says it all
-	// ip is 1 + the index of the endpoint's address among its workload's
-	// addresses; 0: the address is extra's.
-	ip      uint8
+	// The endpoint's address is workload.s[ipStart:ipStart+ipLen], one of
+	// its workload's; ipLen 0: it is extra's.
+	ipStart uint16
+	ipLen   uint8
 	ready   bool
 	serving bool
 	// terminating and hasWorkload: the message had a workload reference,
@@ -42,16 +45,22 @@ type endpointExtra struct {
 	address, node, hostname, workloadName, workloadUID string
 }
 
-// endpointGroup is what the endpoints of one service in one zone share.
+// endpointGroup is what the endpoints of one service in one zone share,
+// their tag (cluster and network) included.
 type endpointGroup struct {
+	*Tag
 	namespace, service, network, workloadKind string
 	ports                                     []*federationpb.EndpointPort
 	locality                                  *federationpb.Locality
 }
 
+// untagged is the tag of endpoints made without their cluster's tags.
+var untagged = &Tag{}
+
 // groupKey identifies an interned group: its strings, and its ports and
 // locality by the interner's shared copies.
 type groupKey struct {
+	tag                                       *Tag
 	namespace, service, network, workloadKind string
 	ports                                     *federationpb.EndpointPort // the first of the shared slice
 	nPorts                                    int
@@ -66,7 +75,7 @@ type WorkloadRef struct {
 // NewEndpoint returns the hub's form of an endpoint message, sharing
 // nothing with other endpoints (the registry interns; see
 // Interner.Endpoint).
-func NewEndpoint(pb *federationpb.Endpoint) *Endpoint { return (*Interner)(nil).Endpoint(pb, nil) }
+func NewEndpoint(pb *federationpb.Endpoint) *Endpoint { return (*Interner)(nil).Endpoint(nil, pb, nil) }
 
 // NewEndpoints converts messages with NewEndpoint.
 func NewEndpoints(pbs ...*federationpb.Endpoint) []*Endpoint {
@@ -77,14 +86,18 @@ func NewEndpoints(pbs ...*federationpb.Endpoint) []*Endpoint {
 	return out
 }
 
-// Endpoint returns the hub's form of pb, sharing its group with the
-// interner's other endpoints of the same service, zone and ports, and its
-// workload reference's strings with w, the workload it names (nil: not
-// known). A nil interner shares nothing.
-func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
+// Endpoint returns the hub's form of pb, an endpoint of the cluster whose
+// tags hand out its tag (nil: untagged), sharing its group with the
+// interner's other endpoints of the same service, zone, ports and tag,
+// and its workload reference's strings with w, the workload it names
+// (nil: not known). A nil interner shares nothing.
+func (in *Interner) Endpoint(tags *Tags, pb *federationpb.Endpoint, w *Workload) *Endpoint {
 	g := endpointGroup{
-		namespace: pb.GetNamespace(), service: pb.GetService(), network: pb.GetNetwork(),
+		Tag: untagged, namespace: pb.GetNamespace(), service: pb.GetService(), network: pb.GetNetwork(),
 		workloadKind: pb.GetWorkload().GetKind(), ports: pb.GetPorts(), locality: pb.GetLocality(),
+	}
+	if tags != nil {
+		g.Tag = tags.Of(g.network)
 	}
 	e := &Endpoint{
 		ready: pb.GetReady(), serving: pb.GetServing(), terminating: pb.GetTerminating(), hasWorkload: pb.GetWorkload() != nil,
@@ -96,8 +109,8 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 	if w != nil && e.hasWorkload && w.GetUid() == x.workloadUID && w.GetName() == x.workloadName && w.node == x.node {
 		e.workload = w
 		x.node, x.workloadName, x.workloadUID = "", "", ""
-		if i, ok := w.ipIndex(x.address); ok && i < math.MaxUint8 {
-			e.ip, x.address = uint8(i+1), ""
+		if i, ok := w.ipOffset(x.address); ok && i <= math.MaxUint16 && len(x.address) <= math.MaxUint8 {
+			e.ipStart, e.ipLen, x.address = uint16(i), uint8(len(x.address)), ""
 		}
 	}
 	if x != (endpointExtra{}) {
@@ -108,25 +121,45 @@ func (in *Interner) Endpoint(pb *federationpb.Endpoint, w *Workload) *Endpoint {
 		e.extra = new(endpointExtra) // not &x: x would be allocated for every endpoint
 		*e.extra = x
 	}
+	e.endpointGroup = in.endpointGroup(g)
+	return e
+}
+
+// endpointGroup returns the interner's group equal to g, interning its
+// strings, ports and locality the first time.
+func (in *Interner) endpointGroup(g endpointGroup) *endpointGroup {
 	if in == nil {
-		e.group = &endpointGroup{}
-		*e.group = g
-		return e
+		p := new(endpointGroup)
+		*p = g
+		return p
 	}
 	g.namespace, g.service, g.network, g.workloadKind = in.str(g.namespace), in.str(g.service), in.str(g.network), in.str(g.workloadKind)
 	g.locality = in.Locality(g.locality)
 	g.ports = in.endpointPorts(g.ports)
-	k := groupKey{namespace: g.namespace, service: g.service, network: g.network, workloadKind: g.workloadKind, nPorts: len(g.ports), locality: g.locality}
+	k := groupKey{tag: g.Tag, namespace: g.namespace, service: g.service, network: g.network, workloadKind: g.workloadKind, nPorts: len(g.ports), locality: g.locality}
 	if len(g.ports) > 0 {
 		k.ports = g.ports[0]
 	}
 	// Allocated once per group, not per endpoint: g stays on the stack.
-	if e.group = in.groups[k]; e.group == nil {
-		e.group = &endpointGroup{}
-		*e.group = g
-		in.groups[k] = e.group
+	p := in.groups[k]
+	if p == nil {
+		p = new(endpointGroup)
+		*p = g
+		in.groups[k] = p
 	}
-	return e
+	return p
+}
+
+// RetagEndpoint returns e with the tag tags give it now (its cluster's
+// network changed), e itself when that is the tag it has.
+func (in *Interner) RetagEndpoint(tags *Tags, e *Endpoint) *Endpoint {
+	g := *e.endpointGroup
+	if g.Tag = tags.Of(g.network); *g.Tag == *e.Tag {
+		return e
+	}
+	out := *e
+	out.endpointGroup = in.endpointGroup(g)
+	return &out
 }
 
 // Proto returns the endpoint as a message, sharing its ports and
@@ -151,14 +184,14 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	return e.GetAddress() == o.GetAddress() && e.GetNode() == o.GetNode() && e.GetHostname() == o.GetHostname() &&
 		e.workloadName() == o.workloadName() && e.workloadUID() == o.workloadUID() &&
 		e.ready == o.ready && e.serving == o.serving && e.terminating == o.terminating &&
-		e.hasWorkload == o.hasWorkload && e.group.equal(o.group)
+		e.hasWorkload == o.hasWorkload && e.endpointGroup.equal(o.endpointGroup)
 }
 
 func (g *endpointGroup) equal(o *endpointGroup) bool {
 	if g == o {
 		return true
 	}
-	return g.namespace == o.namespace && g.service == o.service && g.network == o.network &&
+	return g.Tag.equal(o.Tag) && g.namespace == o.namespace && g.service == o.service && g.network == o.network &&
 		g.workloadKind == o.workloadKind && g.locality.EqualVT(o.locality) &&
 		slices.EqualFunc(g.ports, o.ports, (*federationpb.EndpointPort).EqualVT)
 }
@@ -167,7 +200,7 @@ func (g *endpointGroup) equal(o *endpointGroup) bool {
 // alike. Like the message's, they are safe on nil: a nil endpoint reads as
 // noEndpoint.
 
-var noEndpoint = Endpoint{group: &endpointGroup{}, extra: &endpointExtra{}}
+var noEndpoint = Endpoint{endpointGroup: &endpointGroup{Tag: untagged}, extra: &endpointExtra{}}
 
 func (e *Endpoint) orNone() *Endpoint {
 	if e == nil {
@@ -177,24 +210,24 @@ func (e *Endpoint) orNone() *Endpoint {
 }
 
 // GetNamespace is the namespace of the endpoint's service.
-func (e *Endpoint) GetNamespace() string { return e.orNone().group.namespace }
+func (e *Endpoint) GetNamespace() string { return e.orNone().endpointGroup.namespace }
 
 // GetService is the name of the endpoint's service.
-func (e *Endpoint) GetService() string { return e.orNone().group.service }
+func (e *Endpoint) GetService() string { return e.orNone().endpointGroup.service }
 
 // GetAddress is the endpoint's IP address.
 func (e *Endpoint) GetAddress() string {
-	if e = e.orNone(); e.ip == 0 {
+	if e = e.orNone(); e.ipLen == 0 {
 		if e.extra == nil {
 			return ""
 		}
 		return e.extra.address
 	}
-	return e.workload.ipAt(int(e.ip) - 1)
+	return e.workload.s[e.ipStart : int(e.ipStart)+int(e.ipLen)]
 }
 
 // GetPorts returns the endpoint's ports, shared: do not modify them.
-func (e *Endpoint) GetPorts() []*federationpb.EndpointPort { return e.orNone().group.ports }
+func (e *Endpoint) GetPorts() []*federationpb.EndpointPort { return e.orNone().endpointGroup.ports }
 
 // GetReady reports the endpoint ready.
 func (e *Endpoint) GetReady() bool { return e.orNone().ready }
@@ -214,7 +247,7 @@ func (e *Endpoint) GetNode() string {
 }
 
 // GetLocality returns the endpoint's locality, shared: do not modify it.
-func (e *Endpoint) GetLocality() *federationpb.Locality { return e.orNone().group.locality }
+func (e *Endpoint) GetLocality() *federationpb.Locality { return e.orNone().endpointGroup.locality }
 
 // GetHostname is the endpoint's DNS hostname, for headless services.
 func (e *Endpoint) GetHostname() string {
@@ -226,7 +259,7 @@ func (e *Endpoint) GetHostname() string {
 
 // GetNetwork is the endpoint's own network, overriding its cluster's
 // ("": its cluster's).
-func (e *Endpoint) GetNetwork() string { return e.orNone().group.network }
+func (e *Endpoint) GetNetwork() string { return e.orNone().endpointGroup.network }
 
 // Workload returns the reference to the endpoint's workload, if it has
 // one.
@@ -234,7 +267,7 @@ func (e *Endpoint) Workload() (WorkloadRef, bool) {
 	if e = e.orNone(); !e.hasWorkload {
 		return WorkloadRef{}, false
 	}
-	return WorkloadRef{Kind: e.group.workloadKind, Name: e.workloadName(), UID: e.workloadUID()}, true
+	return WorkloadRef{Kind: e.workloadKind, Name: e.workloadName(), UID: e.workloadUID()}, true
 }
 
 func (e *Endpoint) workloadName() string {

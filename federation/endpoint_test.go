@@ -44,7 +44,7 @@ func TestEndpointKeepsEveryField(t *testing.T) {
 	}
 	for _, pb := range []*federationpb.Endpoint{want, {Address: "10.0.0.2"}, {Address: "10.0.0.3", Workload: &federationpb.WorkloadRef{}}} {
 		in := NewInterner()
-		for _, e := range []*Endpoint{NewEndpoint(pb), in.Endpoint(pb, nil)} {
+		for _, e := range []*Endpoint{NewEndpoint(pb), in.Endpoint(nil, pb, nil)} {
 			if got := e.Proto(); !proto.Equal(got, pb) {
 				t.Errorf("round trip:\n got %v\nwant %v", got, pb)
 			}
@@ -66,7 +66,7 @@ func TestEndpointKeepsEveryField(t *testing.T) {
 
 func TestEndpointEqual(t *testing.T) {
 	base := NewEndpoint(fullEndpoint())
-	same := NewInterner().Endpoint(fullEndpoint(), nil)
+	same := NewInterner().Endpoint(nil, fullEndpoint(), nil)
 	if !base.Equal(same) || !same.Equal(base) {
 		t.Error("equal endpoints from two interners differ")
 	}
@@ -102,11 +102,11 @@ func TestInternerSharesEndpointGroups(t *testing.T) {
 	b.Address, b.Node = "10.0.0.2", "node-2"
 	c.Address, c.Locality.Zone = "10.0.0.3", "z2"
 	w := NewWorkload("east", &federationpb.Workload{Uid: "uid-1", Name: "echo-1", Node: "node-1", Ips: []string{"10.0.0.1"}})
-	ea, eb, ec := in.Endpoint(a, w), in.Endpoint(b, nil), in.Endpoint(c, nil)
-	if ea.group != eb.group {
+	ea, eb, ec := in.Endpoint(nil, a, w), in.Endpoint(nil, b, nil), in.Endpoint(nil, c, nil)
+	if ea.endpointGroup != eb.endpointGroup {
 		t.Error("two endpoints of one service and zone on two nodes hold two groups")
 	}
-	if ea.group == ec.group || ec.GetLocality().GetZone() != "z2" {
+	if ea.endpointGroup == ec.endpointGroup || ec.GetLocality().GetZone() != "z2" {
 		t.Error("endpoints of two zones share a group")
 	}
 	if eb.GetNode() != "node-2" || ea.GetNode() != "node-1" {
@@ -128,15 +128,15 @@ func TestInternerSharesEndpointGroups(t *testing.T) {
 	} {
 		pb := fullEndpoint()
 		change(pb)
-		if e := in.Endpoint(pb, w); e.workload != nil || !proto.Equal(e.Proto(), pb) {
+		if e := in.Endpoint(nil, pb, w); e.workload != nil || !proto.Equal(e.Proto(), pb) {
 			t.Errorf("%s differs from the workload's: read from it anyway, or lost: %v", name, e.Proto())
 		}
 	}
 	bare := &federationpb.Endpoint{Address: "10.0.0.1", Node: "node-1", Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: "echo-1", Uid: "uid-1"}}
-	if e := in.Endpoint(bare, w); e.extra != nil || !proto.Equal(e.Proto(), bare) {
+	if e := in.Endpoint(nil, bare, w); e.extra != nil || !proto.Equal(e.Proto(), bare) {
 		t.Errorf("an endpoint that is all its workload's holds more: %+v, %v", e.extra, e.Proto())
 	}
-	if a, b := in.Endpoint(bare, w), in.Endpoint(bare, nil); !a.Equal(b) || !b.Equal(a) {
+	if a, b := in.Endpoint(nil, bare, w), in.Endpoint(nil, bare, nil); !a.Equal(b) || !b.Equal(a) {
 		t.Error("one endpoint read from its workload and held whole is not equal to itself")
 	}
 	// The address is found among the workload's, whichever it is, or kept.
@@ -144,7 +144,7 @@ func TestInternerSharesEndpointGroups(t *testing.T) {
 	for _, addr := range []string{"10.0.0.1", "fd00::1", "10.0.0.7"} {
 		pb := proto.CloneOf(bare)
 		pb.Address = addr
-		e := in.Endpoint(pb, dual)
+		e := in.Endpoint(nil, pb, dual)
 		if e.GetAddress() != addr || !proto.Equal(e.Proto(), pb) || (e.extra != nil) != (addr == "10.0.0.7") {
 			t.Errorf("address %s: read as %s, extra %+v", addr, e.GetAddress(), e.extra)
 		}

@@ -14,8 +14,9 @@ import (
 const ClustersetDomain = "clusterset.local"
 
 // Tag is where an object lives: its cluster and network. The objects of
-// one cluster and network share one (see Tags): a tagged endpoint is two
-// pointers, not two strings and a pointer.
+// one cluster and network share one (see Tags), held by their groups: a
+// tagged endpoint or workload is one pointer, not two strings and a
+// pointer.
 type Tag struct {
 	Cluster ClusterID
 	Network NetworkID
@@ -58,9 +59,9 @@ func (t *Tags) Of(override string) *Tag {
 	return tag
 }
 
-// TaggedEndpoint is an endpoint with the cluster and network it lives on.
+// TaggedEndpoint is an endpoint with the cluster and network it lives on,
+// which its group holds: one pointer, read as Tag, Cluster and Network.
 type TaggedEndpoint struct {
-	*Tag
 	*Endpoint
 }
 
@@ -442,13 +443,19 @@ func joinClusters(ids []ClusterID) string {
 	return " " + s[0]
 }
 
+// TagEndpoint tags e with its cluster and network (the endpoint's own
+// network override, else the cluster's), as a copy if it had another tag.
+func TagEndpoint(tags *Tags, e *Endpoint) TaggedEndpoint {
+	return TaggedEndpoint{(*Interner)(nil).RetagEndpoint(tags, e)}
+}
+
 // TagEndpoints tags endpoints with their cluster and network (the
 // endpoint's own network override, else the cluster's) and sorts them by
 // address.
 func TagEndpoints(tags *Tags, eps []*Endpoint) []TaggedEndpoint {
 	out := make([]TaggedEndpoint, 0, len(eps))
 	for _, e := range eps {
-		out = append(out, TaggedEndpoint{Tag: tags.Of(e.GetNetwork()), Endpoint: e})
+		out = append(out, TagEndpoint(tags, e))
 	}
 	slices.SortFunc(out, func(a, b TaggedEndpoint) int { return strings.Compare(a.GetAddress(), b.GetAddress()) })
 	return out

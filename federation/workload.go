@@ -186,27 +186,19 @@ func (w *Workload) GetIps() []string {
 	return nil
 }
 
-// ipIndex returns the index of address a among the workload's.
-func (w *Workload) ipIndex(a string) (int, bool) {
-	rest := w.s[w.nameEnd:]
-	for i := 0; rest != ""; i++ {
-		var ip string
-		ip, rest, _ = strings.Cut(rest, ipSeparator)
+// ipOffset returns where address a starts in w.s, if it is one of the
+// workload's.
+func (w *Workload) ipOffset(a string) (int, bool) {
+	start, rest := int(w.nameEnd), w.s[w.nameEnd:]
+	for rest != "" {
+		ip, after, _ := strings.Cut(rest, ipSeparator)
 		if ip == a {
-			return i, true
+			return start, true
 		}
+		start += len(ip) + len(ipSeparator)
+		rest = after
 	}
 	return 0, false
-}
-
-// ipAt returns the workload's address at index i, which ipIndex gave.
-func (w *Workload) ipAt(i int) string {
-	rest := w.s[w.nameEnd:]
-	for ; i > 0; i-- {
-		_, rest, _ = strings.Cut(rest, ipSeparator)
-	}
-	ip, _, _ := strings.Cut(rest, ipSeparator)
-	return ip
 }
 
 // GetServiceAccount is the pod's service account.

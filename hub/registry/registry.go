@@ -242,7 +242,7 @@ func (s *shard) retag() {
 	for key, eps := range s.endpoints {
 		out := make([]federation.TaggedEndpoint, len(eps))
 		for i, e := range eps {
-			out[i] = federation.TaggedEndpoint{Tag: s.tags.Of(e.GetNetwork()), Endpoint: e.Endpoint}
+			out[i] = federation.TaggedEndpoint{Endpoint: s.intern.RetagEndpoint(s.tags, e.Endpoint)}
 		}
 		s.endpoints[key] = out
 	}
@@ -736,7 +736,7 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	byService := map[string][]*federation.Endpoint{}
 	for _, pb := range u.GetEndpoints() {
 		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
-		ep := s.intern.Endpoint(pb, s.workload(pb.GetWorkload().GetUid()))
+		ep := s.intern.Endpoint(s.tags, pb, s.workload(pb.GetWorkload().GetUid()))
 		if old, ok := s.endpoint(sk, ep.GetAddress()); ok && old.Equal(ep) {
 			ep = old // the pointer snapshots already share
 		}
@@ -745,7 +745,7 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	endpoints := make(map[string][]federation.TaggedEndpoint, len(byService))
 	for sk, eps := range byService {
 		tagged := federation.TagEndpoints(s.tags, eps)
-		if old := s.endpoints[sk]; slices.EqualFunc(old, tagged, func(a, b federation.TaggedEndpoint) bool { return a.Endpoint == b.Endpoint && *a.Tag == *b.Tag }) {
+		if old := s.endpoints[sk]; slices.Equal(old, tagged) {
 			tagged = old // unchanged: the slice snapshots already share
 		} else {
 			ch.service(sk)
@@ -856,7 +856,7 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 	}
 	for _, pb := range u.GetEndpoints() {
 		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
-		ep := s.intern.Endpoint(pb, s.workload(pb.GetWorkload().GetUid()))
+		ep := s.intern.Endpoint(s.tags, pb, s.workload(pb.GetWorkload().GetUid()))
 		old, ok := s.endpoint(sk, ep.GetAddress())
 		if !ok {
 			s.nEndpoint++

@@ -73,8 +73,7 @@ func notReady(v *federation.ServiceView, c federation.ClusterID, address string)
 			if e.GetAddress() == address {
 				pb := e.Proto()
 				pb.Ready = false
-				e.Endpoint = federation.NewEndpoint(pb)
-				part.Endpoints[j] = e
+				part.Endpoints[j] = federation.TagEndpoint(federation.NewTags(c, e.Network), federation.NewEndpoint(pb))
 			}
 		}
 		out.Clusters[i] = part

@@ -92,11 +92,11 @@ func fleet(pods ...pod) *fakeSnapshot {
 			Locality: &federationpb.Locality{Region: "r-" + string(p.cluster), Zone: "z1"}, Ready: p.ready, Ambient: true,
 			CanonicalName: "echo", CanonicalRevision: "v1",
 		})}
-		parts[p.cluster].Endpoints = append(parts[p.cluster].Endpoints, federation.TaggedEndpoint{Tag: &federation.Tag{Cluster: p.cluster, Network: p.network}, Endpoint: federation.NewEndpoint(&federationpb.Endpoint{
+		parts[p.cluster].Endpoints = append(parts[p.cluster].Endpoints, federation.TagEndpoint(federation.NewTags(p.cluster, p.network), federation.NewEndpoint(&federationpb.Endpoint{
 			Namespace: "demo", Service: "echo", Address: p.ip, Ready: p.ready,
 			Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 9090}},
 			Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: p.name},
-		})})
+		})))
 	}
 	f.services["demo/echo"] = federation.MergeService([]federation.ClusterService{*parts["east"], *parts["west"]})
 	return f
