@@ -184,7 +184,7 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	return e.GetAddress() == o.GetAddress() && e.GetNode() == o.GetNode() && e.GetHostname() == o.GetHostname() &&
 		e.workloadName() == o.workloadName() && e.workloadUID() == o.workloadUID() &&
 		e.ready == o.ready && e.serving == o.serving && e.terminating == o.terminating &&
-		e.hasWorkload == o.hasWorkload && e.endpointGroup.equal(o.endpointGroup)
+		e.hasWorkload == o.hasWorkload && e.equal(o.endpointGroup)
 }
 
 func (g *endpointGroup) equal(o *endpointGroup) bool {
@@ -210,10 +210,10 @@ func (e *Endpoint) orNone() *Endpoint {
 }
 
 // GetNamespace is the namespace of the endpoint's service.
-func (e *Endpoint) GetNamespace() string { return e.orNone().endpointGroup.namespace }
+func (e *Endpoint) GetNamespace() string { return e.orNone().namespace }
 
 // GetService is the name of the endpoint's service.
-func (e *Endpoint) GetService() string { return e.orNone().endpointGroup.service }
+func (e *Endpoint) GetService() string { return e.orNone().service }
 
 // GetAddress is the endpoint's IP address.
 func (e *Endpoint) GetAddress() string {
@@ -227,7 +227,7 @@ func (e *Endpoint) GetAddress() string {
 }
 
 // GetPorts returns the endpoint's ports, shared: do not modify them.
-func (e *Endpoint) GetPorts() []*federationpb.EndpointPort { return e.orNone().endpointGroup.ports }
+func (e *Endpoint) GetPorts() []*federationpb.EndpointPort { return e.orNone().ports }
 
 // GetReady reports the endpoint ready.
 func (e *Endpoint) GetReady() bool { return e.orNone().ready }
@@ -247,7 +247,7 @@ func (e *Endpoint) GetNode() string {
 }
 
 // GetLocality returns the endpoint's locality, shared: do not modify it.
-func (e *Endpoint) GetLocality() *federationpb.Locality { return e.orNone().endpointGroup.locality }
+func (e *Endpoint) GetLocality() *federationpb.Locality { return e.orNone().locality }
 
 // GetHostname is the endpoint's DNS hostname, for headless services.
 func (e *Endpoint) GetHostname() string {
@@ -259,7 +259,7 @@ func (e *Endpoint) GetHostname() string {
 
 // GetNetwork is the endpoint's own network, overriding its cluster's
 // ("": its cluster's).
-func (e *Endpoint) GetNetwork() string { return e.orNone().endpointGroup.network }
+func (e *Endpoint) GetNetwork() string { return e.orNone().network }
 
 // Workload returns the reference to the endpoint's workload, if it has
 // one.
