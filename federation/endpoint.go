@@ -12,13 +12,12 @@ import (
 // Endpoint is an endpoint as the hub holds it. The generated message and
 // its workload reference take 288 bytes before their strings; this takes
 // 32. The endpoints of one service in one zone share what they have in
-// common (an endpointGroup), and an endpoint whose workload the hub knows
-// reads its address, its node and its reference's name and uid from that
-// workload: only what differs from it is the endpoint's own (an
-// endpointExtra, rare: a hostname, an address, a node or reference of its
-// own). Unknown fields are
-// not kept: the hub reads none. It is immutable; Proto rebuilds the
-// message.
+// common (an endpointGroup, their tag included), and an endpoint whose
+// workload the hub knows reads its address, its node and its reference's
+// name and uid from that workload: only what differs from it is the
+// endpoint's own (an endpointExtra, rare: a hostname, an address, a node
+// or reference of its own). Unknown fields are not kept: the hub reads
+// none. It is immutable; Proto rebuilds the message.
 type Endpoint struct {
 	// The group is embedded for its tag: a TaggedEndpoint, one pointer,
 	// reads its cluster and network from it.

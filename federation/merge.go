@@ -453,9 +453,19 @@ func TagEndpoint(tags *Tags, e *Endpoint) TaggedEndpoint {
 // endpoint's own network override, else the cluster's) and sorts them by
 // address.
 func TagEndpoints(tags *Tags, eps []*Endpoint) []TaggedEndpoint {
-	out := make([]TaggedEndpoint, 0, len(eps))
-	for _, e := range eps {
-		out = append(out, TagEndpoint(tags, e))
+	out := make([]*Endpoint, len(eps))
+	for i, e := range eps {
+		out[i] = (*Interner)(nil).RetagEndpoint(tags, e)
+	}
+	return SortEndpoints(out)
+}
+
+// SortEndpoints returns endpoints, tagged already (see Interner.Endpoint),
+// sorted by address.
+func SortEndpoints(eps []*Endpoint) []TaggedEndpoint {
+	out := make([]TaggedEndpoint, len(eps))
+	for i, e := range eps {
+		out[i] = TaggedEndpoint{e}
 	}
 	slices.SortFunc(out, func(a, b TaggedEndpoint) int { return strings.Compare(a.GetAddress(), b.GetAddress()) })
 	return out

@@ -83,6 +83,19 @@ func TestTagEndpoints(t *testing.T) {
 	if got[0].GetAddress() != "10.0.0.0" || got[0].Network != "other" || got[1].Network != "n1" || got[1].Cluster != "east" {
 		t.Errorf("tagged %+v", got)
 	}
+	// An endpoint interned with its cluster's tags has them: tagging it
+	// again hands it back, and another cluster's tags make a copy.
+	in, east := NewInterner(), NewTags("east", "n1")
+	e := in.Endpoint(east, a, nil)
+	if e.Cluster != "east" || e.Network != "n1" || TagEndpoint(east, e).Endpoint != e {
+		t.Errorf("an interned endpoint is tagged %+v, or tagged again as a copy", e.Tag)
+	}
+	if w := in.Endpoint(NewTags("west", "n2"), a, nil); w.endpointGroup == e.endpointGroup || w.Cluster != "west" || e.Cluster != "east" {
+		t.Errorf("two clusters' endpoints share a group, or a tag: %+v, %+v", e.Tag, w.Tag)
+	}
+	if moved := TagEndpoint(NewTags("east", "n9"), e); moved.Endpoint == e || moved.Network != "n9" || e.Network != "n1" {
+		t.Errorf("a new network retagged %+v in place, or not at all: %+v", e.Tag, moved.Tag)
+	}
 }
 
 // Every property MCS copies from the oldest export into the import is a

@@ -28,7 +28,7 @@ type Workload struct {
 	ready           bool
 }
 
-// ipSeparator separates a workload's addresses in its nameIPs: no IP
+// ipSeparator separates a workload's addresses in its s: no IP
 // address holds one.
 const ipSeparator = ","
 

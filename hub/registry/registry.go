@@ -216,7 +216,7 @@ func (s *shard) editEndpoints(key string, upserts []*federation.Endpoint, remove
 	for _, e := range upserts {
 		drop[e.GetAddress()] = true
 	}
-	add := federation.TagEndpoints(s.tags, upserts)
+	add := federation.SortEndpoints(upserts) // tagged when interned
 	out := make([]federation.TaggedEndpoint, 0, len(old)+len(add))
 	i := 0
 	for _, e := range old {
@@ -744,7 +744,7 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	}
 	endpoints := make(map[string][]federation.TaggedEndpoint, len(byService))
 	for sk, eps := range byService {
-		tagged := federation.TagEndpoints(s.tags, eps)
+		tagged := federation.SortEndpoints(eps) // tagged when interned
 		if old := s.endpoints[sk]; slices.Equal(old, tagged) {
 			tagged = old // unchanged: the slice snapshots already share
 		} else {
