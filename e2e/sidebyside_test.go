@@ -41,6 +41,14 @@ const (
 	sideBySideExportEnv = "MESHFED_SIDE_BY_SIDE_EXPORT"
 )
 
+// sideBySideHubEnv and sideBySideSpokeEnv, when set, are added to the
+// environment of meshfed-hub and of each meshfed-spoke, as space-separated
+// NAME=VALUE pairs (GOGC=50, say): to compare GC targets on one workload.
+const (
+	sideBySideHubEnv   = "MESHFED_SIDE_BY_SIDE_HUB_ENV"
+	sideBySideSpokeEnv = "MESHFED_SIDE_BY_SIDE_SPOKE_ENV"
+)
+
 // sideBySideIDs are the clusters' IDs; istiod runs in the first and reads
 // the others through remote secrets.
 var sideBySideIDs = []string{"east", "west", "north"}
@@ -113,17 +121,19 @@ func BenchmarkSideBySide(b *testing.B) {
 	if err := os.WriteFile(policy, []byte(clustersYAML.String()), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	hub := testproc.Start(b, "meshfed-hub", exec.Command(bins["meshfed-hub"], "--insecure", "--clusters-config", policy,
-		"--federation-addr", federationAddr, "--xds-addr", hubXDS, "--debug-addr", hubDebug),
-		filepath.Join(dir, "hub.log"), 30*time.Second)
+	hubCmd := exec.Command(bins["meshfed-hub"], "--insecure", "--clusters-config", policy,
+		"--federation-addr", federationAddr, "--xds-addr", hubXDS, "--debug-addr", hubDebug)
+	hubCmd.Env = append(os.Environ(), strings.Fields(os.Getenv(sideBySideHubEnv))...)
+	hub := testproc.Start(b, "meshfed-hub", hubCmd, filepath.Join(dir, "hub.log"), 30*time.Second)
 	spokes := make([]*testproc.Process, len(clusters))
 	spokeDebug := make([]string, len(clusters))
 	for i, c := range clusters {
 		spokeDebug[i] = freeAddr(b)
-		spokes[i] = testproc.Start(b, "meshfed-spoke "+sideBySideIDs[i], exec.Command(bins["meshfed-spoke"],
+		spokeCmd := exec.Command(bins["meshfed-spoke"],
 			"--kubeconfig", c.Kubeconfig, "--hub", federationAddr, "--insecure",
-			"--cluster-id", sideBySideIDs[i], "--network", "net1", "--debug-addr", spokeDebug[i]),
-			filepath.Join(dir, sideBySideIDs[i]+".log"), 30*time.Second)
+			"--cluster-id", sideBySideIDs[i], "--network", "net1", "--debug-addr", spokeDebug[i])
+		spokeCmd.Env = append(os.Environ(), strings.Fields(os.Getenv(sideBySideSpokeEnv))...)
+		spokes[i] = testproc.Start(b, "meshfed-spoke "+sideBySideIDs[i], spokeCmd, filepath.Join(dir, sideBySideIDs[i]+".log"), 30*time.Second)
 	}
 	istiodStart := time.Now()
 	istiod := istiodtest.Start(b, east, istiodtest.Options{ClusterID: sideBySideIDs[0]})
@@ -149,14 +159,12 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 	suffix := cmp.Or(os.Getenv(sideBySideSizeEnv), "small") + "-" + export
 	for _, s := range servers {
-		s.rssSynced = sideBySideRSS(b, s.pids)
+		s.rssSynced, s.fileSynced = sideBySideRSS(b, s.pids)
 		s.heapSynced = sideBySideMetric(ctx, s.metrics, "go_memstats_heap_inuse_bytes")
 	}
-	// The hub's heap once synced, for `go tool pprof -sample_index=inuse_space`.
-	if path, err := filepath.Abs(filepath.Join("..", ".cache", "hub-heap-"+suffix+".pprof")); err == nil {
-		if err := sideBySideSave(ctx, "http://"+hubDebug+"/debug/pprof/heap?gc=1", path); err != nil {
-			b.Logf("hub heap profile: %v", err)
-		}
+	spokeHeap := make([]float64, len(spokeDebug))
+	for i, addr := range spokeDebug {
+		spokeHeap[i] = sideBySideMetric(ctx, "http://"+addr+"/metrics", "go_memstats_heap_inuse_bytes")
 	}
 	// The spokes then write what the clusterset decided into their
 	// clusters (export conditions, ServiceImports and their
@@ -174,11 +182,6 @@ func BenchmarkSideBySide(b *testing.B) {
 		s.cpuBefore = sideBySideCPUs(b, s.pids)
 	}
 	idle := time.Since(idleStart)
-	// CPU profiles of the hub and of the spoke of the cluster that changes,
-	// over the changes' first seconds.
-	profiles := sideBySideProfile(b, map[string]string{
-		"hub-cpu-" + suffix: hubDebug, "spoke-cpu-" + suffix: spokeDebug[1],
-	})
 	churnStart := time.Now()
 
 	// The changes: endpoint 0 of a watched service in the second cluster
@@ -186,8 +189,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	// timed at each client from the update to the arrival of the
 	// assignment that has it.
 	west := clusters[1]
-	b.ResetTimer()
-	for k := range sideBySideChanges {
+	change := func(k int, timed bool) {
 		j := k % sideBySideWatched
 		ready := (k/sideBySideWatched)%2 == 1
 		ns, svc := scaleNamespace(j, sc), scaleService(j)
@@ -206,8 +208,14 @@ func BenchmarkSideBySide(b *testing.B) {
 		}
 		for _, s := range servers {
 			s.ads.WaitEDS(b, names[j], sideBySideReady(want))
-			s.latencies = append(s.latencies, s.ads.EDSReceived(names[j]).Sub(changed))
+			if timed {
+				s.latencies = append(s.latencies, s.ads.EDSReceived(names[j]).Sub(changed))
+			}
 		}
+	}
+	b.ResetTimer()
+	for k := range sideBySideChanges {
+		change(k, true)
 	}
 	b.StopTimer()
 	churn := time.Since(churnStart)
@@ -218,8 +226,28 @@ func BenchmarkSideBySide(b *testing.B) {
 			s.cpuPerChange = append(s.cpuPerChange, max(net, 0)/sideBySideChanges)
 			s.idlePerSecond = append(s.idlePerSecond, time.Duration(idleRate*float64(time.Second)))
 		}
-		s.rssAfter = sideBySideRSS(b, s.pids)
+		s.rssAfter, _ = sideBySideRSS(b, s.pids)
 	}
+
+	// Profiles, once everything is measured (profiling costs memory and
+	// CPU of its own): the heaps of the hub (after a collection) and of the
+	// changing cluster's spoke (as of its last one), then CPU profiles of
+	// both over a second round of changes, for `go tool pprof`.
+	for name, url := range map[string]string{
+		"hub-heap-" + suffix:   "http://" + hubDebug + "/debug/pprof/heap?gc=1",
+		"spoke-heap-" + suffix: "http://" + spokeDebug[1] + "/debug/pprof/heap",
+	} {
+		if err := sideBySideSave(ctx, url, sideBySideCachePath(b, name+".pprof")); err != nil {
+			b.Logf("heap profile %s: %v", name, err)
+		}
+	}
+	profiles := sideBySideProfile(b, map[string]string{
+		"hub-cpu-" + suffix: hubDebug, "spoke-cpu-" + suffix: spokeDebug[1],
+	})
+	for k := range sideBySideChanges {
+		change(sideBySideChanges+k, false)
+	}
+	<-profiles
 
 	const mib = 1 << 20
 	var report strings.Builder
@@ -231,6 +259,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 	row("initial sync (start → the client has every endpoint)", func(s *sideBySideServer) string { return s.synced.Round(time.Millisecond).String() })
 	row("server RSS, synced", func(s *sideBySideServer) string { return fmt.Sprintf("%.1f MiB", float64(s.rssSynced[0])/mib) })
+	row("of it, the binary's pages (RssFile)", func(s *sideBySideServer) string { return fmt.Sprintf("%.1f MiB", float64(s.fileSynced[0])/mib) })
 	row("server heap in use, synced (go_memstats_heap_inuse_bytes)", func(s *sideBySideServer) string {
 		if s.heapSynced < 0 {
 			return "-"
@@ -238,6 +267,16 @@ func BenchmarkSideBySide(b *testing.B) {
 		return fmt.Sprintf("%.1f MiB", s.heapSynced/mib)
 	})
 	row("server RSS, after the changes", func(s *sideBySideServer) string { return fmt.Sprintf("%.1f MiB", float64(s.rssAfter[0])/mib) })
+	row("each spoke's RSS, synced (of it, heap in use / the binary's pages)", func(s *sideBySideServer) string {
+		if len(s.rssSynced) == 1 {
+			return "-"
+		}
+		var parts []string
+		for i, r := range s.rssSynced[1:] {
+			parts = append(parts, fmt.Sprintf("%.1f (%.1f / %.1f)", float64(r)/mib, spokeHeap[i]/mib, float64(s.fileSynced[i+1])/mib))
+		}
+		return strings.Join(parts, "; ") + " MiB"
+	})
 	row("each spoke's RSS, after the changes", func(s *sideBySideServer) string {
 		if len(s.rssAfter) == 1 {
 			return "-"
@@ -276,18 +315,12 @@ func BenchmarkSideBySide(b *testing.B) {
 		return sideBySideSum(s.cpuPerChange).Round(10 * time.Microsecond).String()
 	})
 	// A benchmark's log is cut at a few lines: the table goes to a file.
-	path, err := filepath.Abs(filepath.Join("..", ".cache", "sidebyside-"+cmp.Or(os.Getenv(sideBySideSizeEnv), "small")+"-"+export+".md"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		b.Fatal(err)
-	}
+	path := sideBySideCachePath(b, "sidebyside-"+suffix+".md")
 	if err := os.WriteFile(path, []byte(report.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	<-profiles
 	b.Logf("the results' table: %s", path)
+
 
 	for _, s := range servers {
 		b.ReportMetric(float64(s.rssSynced[0])/mib, "MiB-"+s.name+"-rss")
@@ -309,6 +342,7 @@ type sideBySideServer struct {
 	heapSynced          float64 // bytes; -1: not exported
 	synced              time.Duration
 	rssSynced, rssAfter []int64
+	fileSynced          []int64 // of rssSynced, the pages of files (the binary's)
 	idleFrom, cpuBefore []time.Duration // by process
 	idlePerSecond       []time.Duration
 	cpuPerChange        []time.Duration // the idle rate taken out
@@ -390,14 +424,49 @@ func sideBySidePids(procs []*testproc.Process) []int {
 	return pids
 }
 
-// sideBySideRSS reads each process's VmRSS.
-func sideBySideRSS(b *testing.B, pids []int) []int64 {
+// sideBySideRSS reads each process's VmRSS and, of it, RssFile: the
+// pages of mapped files, nearly all of them the binary's.
+func sideBySideRSS(b *testing.B, pids []int) (rss, file []int64) {
 	b.Helper()
-	rss := make([]int64, len(pids))
+	rss, file = make([]int64, len(pids)), make([]int64, len(pids))
 	for i, pid := range pids {
-		rss[i], _ = scaleProcMem(b, pid)
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			k, v, _ := strings.Cut(line, ":")
+			var into *int64
+			switch k {
+			case "VmRSS":
+				into = &rss[i]
+			case "RssFile":
+				into = &file[i]
+			default:
+				continue
+			}
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				b.Fatalf("/proc/%d/status: %s: %v", pid, k, err)
+			}
+			*into = kb << 10
+		}
 	}
-	return rss
+	return rss, file
+}
+
+// sideBySideCachePath is ../.cache/NAME, where the benchmark leaves its
+// table and profiles.
+func sideBySideCachePath(b *testing.B, name string) string {
+	b.Helper()
+	path, err := filepath.Abs(filepath.Join("..", ".cache", name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	return path
 }
 
 func sideBySideSum[T int64 | time.Duration](v []T) T {
@@ -416,16 +485,16 @@ func sideBySideProfile(b *testing.B, addrs map[string]string) <-chan struct{} {
 	b.Helper()
 	done := make(chan struct{})
 	ctx := b.Context()
+	paths := map[string]string{}
+	for name := range addrs {
+		paths[name] = sideBySideCachePath(b, name+".pprof")
+	}
 	go func() {
 		defer close(done)
 		var wg sync.WaitGroup
 		for name, addr := range addrs {
 			wg.Go(func() {
-				path, err := filepath.Abs(filepath.Join("..", ".cache", name+".pprof"))
-				if err == nil {
-					err = sideBySideSave(ctx, "http://"+addr+"/debug/pprof/profile?seconds=10", path)
-				}
-				if err != nil {
+				if err := sideBySideSave(ctx, "http://"+addr+"/debug/pprof/profile?seconds=10", paths[name]); err != nil {
 					b.Logf("CPU profile %s: %v", name, err)
 				}
 			})
