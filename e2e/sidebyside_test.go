@@ -321,7 +321,6 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 	b.Logf("the results' table: %s", path)
 
-
 	for _, s := range servers {
 		b.ReportMetric(float64(s.rssSynced[0])/mib, "MiB-"+s.name+"-rss")
 		b.ReportMetric(float64(sideBySideSum(s.rssAfter))/mib, "MiB-"+s.name+"-rss-all")
@@ -342,7 +341,7 @@ type sideBySideServer struct {
 	heapSynced          float64 // bytes; -1: not exported
 	synced              time.Duration
 	rssSynced, rssAfter []int64
-	fileSynced          []int64 // of rssSynced, the pages of files (the binary's)
+	fileSynced          []int64         // of rssSynced, the pages of files (the binary's)
 	idleFrom, cpuBefore []time.Duration // by process
 	idlePerSecond       []time.Duration
 	cpuPerChange        []time.Duration // the idle rate taken out
