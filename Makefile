@@ -134,7 +134,7 @@ gen: $(PLUGINS) ## Generate code from the protos (needs protoc).
 		--plugin=protoc-gen-go-vtproto=$(BIN)/protoc-gen-go-vtproto \
 		-I . --go_out=. --go_opt=module=github.com/meshfed/meshfed \
 		--go-grpc_out=. --go-grpc_opt=module=github.com/meshfed/meshfed \
-		--go-vtproto_out=. --go-vtproto_opt=module=github.com/meshfed/meshfed,features=equal \
+		--go-vtproto_out=. --go-vtproto_opt=module=github.com/meshfed/meshfed,features=equal+unmarshal_unsafe \
 		$(PROTOS)
 
 .PHONY: verify

@@ -50,7 +50,7 @@ func newMemHub(t testing.TB, limits registry.Limits, maxMessageBytes int) *memHu
 	t.Helper()
 	h := &memHub{reg: registry.New(registry.Config{Limits: limits}), lis: bufconn.Listen(1 << 20)}
 	srv := ingest.NewServer(ingest.Config{MaxMessageBytes: maxMessageBytes, HubID: "test"}, h.reg, ingest.Insecure, nil, testLogger(t))
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageBytes), grpc.StreamInterceptor(h.record))
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageBytes), grpc.ForceServerCodecV2(ingest.Codec{}), grpc.StreamInterceptor(h.record))
 	federationpb.RegisterFederationServer(g, srv)
 	go func() { _ = g.Serve(h.lis) }()
 	t.Cleanup(g.Stop)

@@ -115,7 +115,8 @@ func (in *Interner) Endpoint(tags *Tags, pb *federationpb.Endpoint, w *Workload)
 	if x != (endpointExtra{}) {
 		if in != nil {
 			x.node = in.str(x.node)
-			x.address = strings.Clone(x.address) // not the decoder's message
+			x.address, x.hostname = strings.Clone(x.address), strings.Clone(x.hostname)
+			x.workloadName, x.workloadUID = strings.Clone(x.workloadName), strings.Clone(x.workloadUID)
 		}
 		e.extra = new(endpointExtra) // not &x: x would be allocated for every endpoint
 		*e.extra = x

@@ -18,6 +18,11 @@ import (
 // tracker. An Interner grows with the distinct values it has seen: start a
 // new one when its owner starts over (the registry does at each full
 // update). Not safe for concurrent use.
+//
+// What an interner keeps is its own copy: the messages it reads may point
+// into a receive buffer (syncproto.DecodeSpokeMessage), which keeping one
+// of their strings would hold whole. A nil interner shares the messages'
+// strings.
 type Interner struct {
 	strings    map[string]string
 	localities map[localityKey]*federationpb.Locality
@@ -25,10 +30,10 @@ type Interner struct {
 	groups     map[groupKey]*endpointGroup
 
 	workloadGroups map[workloadGroup]*workloadGroup
-	// lastPorts and lastShared are the latest ports interned, and their
-	// shared copy: a full state's endpoints come service by service, so
-	// most are the previous one's, compared without building a key.
-	lastPorts, lastShared []*federationpb.EndpointPort
+	// lastPorts is the latest ports interned (the shared copy): a full
+	// state's endpoints come service by service, so most are the previous
+	// one's, compared without building a key.
+	lastPorts []*federationpb.EndpointPort
 }
 
 // NewInterner returns an empty interner.
@@ -51,25 +56,31 @@ func (in *Interner) str(s string) string {
 	if v, ok := in.strings[s]; ok {
 		return v
 	}
+	s = strings.Clone(s)
 	in.strings[s] = s
 	return s
 }
 
 type localityKey struct{ region, zone, subzone string }
 
-// Locality returns the interner's Locality equal to l, l itself the first
-// time; a Locality with unknown fields is returned as it is.
+// Locality returns the interner's Locality equal to l, a copy of l the
+// first time; a Locality with unknown fields gets a copy of its own.
 func (in *Interner) Locality(l *federationpb.Locality) *federationpb.Locality {
-	if l == nil || len(l.ProtoReflect().GetUnknown()) > 0 {
-		return l
+	if l == nil {
+		return nil
+	}
+	if unknown := l.ProtoReflect().GetUnknown(); len(unknown) > 0 {
+		c := &federationpb.Locality{Region: strings.Clone(l.GetRegion()), Zone: strings.Clone(l.GetZone()), Subzone: strings.Clone(l.GetSubzone())}
+		c.ProtoReflect().SetUnknown(slices.Clone(unknown))
+		return c
 	}
 	k := localityKey{l.GetRegion(), l.GetZone(), l.GetSubzone()}
 	if v, ok := in.localities[k]; ok {
 		return v
 	}
-	l.Region, l.Zone, l.Subzone = in.str(l.GetRegion()), in.str(l.GetZone()), in.str(l.GetSubzone())
-	in.localities[k] = l
-	return l
+	c := &federationpb.Locality{Region: in.str(l.GetRegion()), Zone: in.str(l.GetZone()), Subzone: in.str(l.GetSubzone())}
+	in.localities[localityKey{c.Region, c.Zone, c.Subzone}] = c
+	return c
 }
 
 func (in *Interner) endpointPorts(ps []*federationpb.EndpointPort) []*federationpb.EndpointPort {
@@ -78,14 +89,13 @@ func (in *Interner) endpointPorts(ps []*federationpb.EndpointPort) []*federation
 	}
 	// EqualVT compares unknown fields too, and lastPorts has none.
 	if slices.EqualFunc(ps, in.lastPorts, (*federationpb.EndpointPort).EqualVT) {
-		return in.lastShared
+		return in.lastPorts
 	}
 	if hasUnknown(ps) {
-		return ps // sharing would mix them up
+		return clonePorts(ps, strings.Clone) // sharing would mix them up
 	}
-	shared := in.sharedPorts(ps)
-	in.lastPorts, in.lastShared = ps, shared
-	return shared
+	in.lastPorts = in.sharedPorts(ps)
+	return in.lastPorts
 }
 
 func (in *Interner) sharedPorts(ps []*federationpb.EndpointPort) []*federationpb.EndpointPort {
@@ -104,8 +114,22 @@ func (in *Interner) sharedPorts(ps []*federationpb.EndpointPort) []*federationpb
 	if v, ok := in.ports[k]; ok {
 		return v
 	}
-	in.ports[k] = ps
-	return ps
+	shared := clonePorts(ps, in.str)
+	in.ports[k] = shared
+	return shared
+}
+
+// clonePorts copies ps, its strings through str, its unknown fields
+// too.
+func clonePorts(ps []*federationpb.EndpointPort, str func(string) string) []*federationpb.EndpointPort {
+	out := make([]*federationpb.EndpointPort, len(ps))
+	for i, p := range ps {
+		out[i] = &federationpb.EndpointPort{Name: str(p.GetName()), Protocol: p.GetProtocol(), AppProtocol: str(p.GetAppProtocol()), Port: p.GetPort()}
+		if unknown := p.ProtoReflect().GetUnknown(); len(unknown) > 0 {
+			out[i].ProtoReflect().SetUnknown(slices.Clone(unknown))
+		}
+	}
+	return out
 }
 
 func hasUnknown(ps []*federationpb.EndpointPort) bool {

@@ -106,6 +106,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
+		grpc.ForceServerCodecV2(ingest.Codec{}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveTime / 2, PermitWithoutStream: true}),
 	}
