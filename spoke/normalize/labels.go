@@ -1,7 +1,6 @@
 package normalize
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -64,6 +63,12 @@ const AnnotationAmbientRedirection = "ambient.istio.io/redirection"
 // injects ("istio"): they take Istio mutual TLS.
 const LabelTLSMode = "security.istio.io/tlsMode"
 
+// LabelPodTemplateHash is the label a Deployment's ReplicaSet gives its
+// pods, the hash of their template (appsv1.DefaultDeploymentUniqueLabelKey:
+// a constant of its own, so that the spoke does not link the apps API
+// group for it).
+const LabelPodTemplateHash = "pod-template-hash"
+
 // Keys returns the label and annotation keys this package reads on objects
 // of a kind; ServiceExports have none. The kube source drops every other
 // label and annotation before it caches an object, so a function here that
@@ -79,7 +84,7 @@ func Keys(k Kind) (labels, annotations []string) {
 			LabelNetwork,
 			LabelAppName, LabelApp, LabelAppVersion, LabelVersion,
 			LabelCanonicalName, LabelCanonicalRevision,
-			appsv1.DefaultDeploymentUniqueLabelKey, // names a ReplicaSet's Deployment
+			LabelPodTemplateHash, // names a ReplicaSet's Deployment
 			LabelTLSMode,
 		}, []string{AnnotationAmbientRedirection}
 	case KindNode:

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meshfed/meshfed/federation"
@@ -84,7 +83,7 @@ func workloadName(pod *Pod) string {
 		return pod.Name
 	}
 	if pod.ControllerKind == "ReplicaSet" {
-		if hash := pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; hash != "" {
+		if hash := pod.Labels[LabelPodTemplateHash]; hash != "" {
 			if name, ok := strings.CutSuffix(pod.ControllerName, "-"+hash); ok {
 				return name
 			}
