@@ -53,7 +53,7 @@ func DecodeSpokeMessage(b []byte, m *federationpb.SpokeMessage) error {
 // b), the rest of its fields with proto.Unmarshal.
 func decodeShardUpdate(b []byte, u *federationpb.ShardUpdate) error {
 	var nEndpoints, nWorkloads, restLen int
-	if err := eachField(b, func(num protowire.Number, typ protowire.Type, field []byte) error {
+	if err := eachField(b, func(num protowire.Number, typ protowire.Type, field, _ []byte) error {
 		switch {
 		case typ == protowire.BytesType && num == shardUpdateEndpoint:
 			nEndpoints++
@@ -73,61 +73,63 @@ func decodeShardUpdate(b []byte, u *federationpb.ShardUpdate) error {
 	u.Endpoints = make([]*federationpb.Endpoint, 0, nEndpoints)
 	u.Workloads = make([]*federationpb.Workload, 0, nWorkloads)
 	rest := make([]byte, 0, restLen)
-	if err := eachField(b, func(num protowire.Number, typ protowire.Type, field []byte) error {
+	if err := eachField(b, func(num protowire.Number, typ protowire.Type, field, value []byte) (err error) {
 		switch {
 		case typ == protowire.BytesType && num == shardUpdateEndpoint:
-			e := &endpoints[len(u.Endpoints)]
-			if err := e.UnmarshalVTUnsafe(fieldValue(field)); err != nil {
-				return fmt.Errorf("endpoints[%d]: %w", len(u.Endpoints), err)
-			}
-			if !endpointUTF8(e) {
-				return fmt.Errorf("endpoints[%d]: %w", len(u.Endpoints), errInvalidUTF8)
-			}
-			u.Endpoints = append(u.Endpoints, e)
+			u.Endpoints, err = appendUnsafe("endpoints", endpoints, u.Endpoints, value, endpointUTF8)
 		case typ == protowire.BytesType && num == shardUpdateWorkload:
-			w := &workloads[len(u.Workloads)]
-			if err := w.UnmarshalVTUnsafe(fieldValue(field)); err != nil {
-				return fmt.Errorf("workloads[%d]: %w", len(u.Workloads), err)
-			}
-			if !workloadUTF8(w) {
-				return fmt.Errorf("workloads[%d]: %w", len(u.Workloads), errInvalidUTF8)
-			}
-			u.Workloads = append(u.Workloads, w)
+			u.Workloads, err = appendUnsafe("workloads", workloads, u.Workloads, value, workloadUTF8)
 		default:
 			rest = append(rest, field...)
 		}
-		return nil
+		return err
 	}); err != nil {
 		return err
 	}
 	return proto.UnmarshalOptions{Merge: true}.Unmarshal(rest, u)
 }
 
-// eachField calls f with each field of the message b, its tag included.
-func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, field []byte) error) error {
+// appendUnsafe decodes value into the next message of backing with
+// UnmarshalVTUnsafe, checks its strings with utf8OK, and appends it to
+// out, the list's messages so far.
+func appendUnsafe[M any, P interface {
+	*M
+	UnmarshalVTUnsafe([]byte) error
+}](list string, backing []M, out []P, value []byte, utf8OK func(P) bool) ([]P, error) {
+	m := P(&backing[len(out)])
+	if err := m.UnmarshalVTUnsafe(value); err != nil {
+		return out, fmt.Errorf("%s[%d]: %w", list, len(out), err)
+	}
+	if !utf8OK(m) {
+		return out, fmt.Errorf("%s[%d]: %w", list, len(out), errInvalidUTF8)
+	}
+	return append(out, m), nil
+}
+
+// eachField calls f with each field of the message b, its tag included,
+// and, for a length-delimited field, its value.
+func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, field, value []byte) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		var value []byte
+		var m int
+		if typ == protowire.BytesType {
+			value, m = protowire.ConsumeBytes(b[n:])
+		} else {
+			m = protowire.ConsumeFieldValue(num, typ, b[n:])
+		}
 		if m < 0 {
 			return protowire.ParseError(m)
 		}
-		if err := f(num, typ, b[:n+m]); err != nil {
+		if err := f(num, typ, b[:n+m], value); err != nil {
 			return err
 		}
 		b = b[n+m:]
 	}
 	return nil
-}
-
-// fieldValue is the value of a length-delimited field, its tag included
-// (eachField checked it).
-func fieldValue(field []byte) []byte {
-	_, _, n := protowire.ConsumeTag(field)
-	v, _ := protowire.ConsumeBytes(field[n:])
-	return v
 }
 
 // errInvalidUTF8 is proto.Unmarshal's refusal of a string field that is
