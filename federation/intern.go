@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -69,17 +71,23 @@ func (in *Interner) Locality(l *federationpb.Locality) *federationpb.Locality {
 	if l == nil {
 		return nil
 	}
-	if unknown := l.ProtoReflect().GetUnknown(); len(unknown) > 0 {
-		c := &federationpb.Locality{Region: strings.Clone(l.GetRegion()), Zone: strings.Clone(l.GetZone()), Subzone: strings.Clone(l.GetSubzone())}
-		c.ProtoReflect().SetUnknown(slices.Clone(unknown))
-		return c
+	if len(l.ProtoReflect().GetUnknown()) > 0 {
+		return cloneLocality(l, strings.Clone) // sharing would mix them up
 	}
 	k := localityKey{l.GetRegion(), l.GetZone(), l.GetSubzone()}
 	if v, ok := in.localities[k]; ok {
 		return v
 	}
-	c := &federationpb.Locality{Region: in.str(l.GetRegion()), Zone: in.str(l.GetZone()), Subzone: in.str(l.GetSubzone())}
+	c := cloneLocality(l, in.str)
 	in.localities[localityKey{c.Region, c.Zone, c.Subzone}] = c
+	return c
+}
+
+// cloneLocality copies l, its strings through str, its unknown fields
+// too.
+func cloneLocality(l *federationpb.Locality, str func(string) string) *federationpb.Locality {
+	c := &federationpb.Locality{Region: str(l.GetRegion()), Zone: str(l.GetZone()), Subzone: str(l.GetSubzone())}
+	cloneUnknown(l, c)
 	return c
 }
 
@@ -125,11 +133,16 @@ func clonePorts(ps []*federationpb.EndpointPort, str func(string) string) []*fed
 	out := make([]*federationpb.EndpointPort, len(ps))
 	for i, p := range ps {
 		out[i] = &federationpb.EndpointPort{Name: str(p.GetName()), Protocol: p.GetProtocol(), AppProtocol: str(p.GetAppProtocol()), Port: p.GetPort()}
-		if unknown := p.ProtoReflect().GetUnknown(); len(unknown) > 0 {
-			out[i].ProtoReflect().SetUnknown(slices.Clone(unknown))
-		}
+		cloneUnknown(p, out[i])
 	}
 	return out
+}
+
+// cloneUnknown sets to's unknown fields to a copy of from's.
+func cloneUnknown(from, to proto.Message) {
+	if unknown := from.ProtoReflect().GetUnknown(); len(unknown) > 0 {
+		to.ProtoReflect().SetUnknown(slices.Clone(unknown))
+	}
 }
 
 func hasUnknown(ps []*federationpb.EndpointPort) bool {
