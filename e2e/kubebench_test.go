@@ -534,26 +534,33 @@ func scaleReceivedBytes(b *testing.B, url string) float64 {
 // scaleProcMem reads a process's VmRSS and VmHWM (peak RSS), in bytes.
 func scaleProcMem(b *testing.B, pid int) (rss, hwm int64) {
 	b.Helper()
+	m := procStatusBytes(b, pid, "VmRSS", "VmHWM")
+	return m[0], m[1]
+}
+
+// procStatusBytes reads fields of /proc/PID/status given in kB (VmRSS,
+// RssFile...), in bytes, in the order asked; a field the kernel does not
+// report is 0.
+func procStatusBytes(b *testing.B, pid int, fields ...string) []int64 {
+	b.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
+	out := make([]int64, len(fields))
 	for line := range strings.Lines(string(data)) {
 		k, v, ok := strings.Cut(line, ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
+		i := slices.Index(fields, k)
+		if !ok || i < 0 {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		if err != nil {
-			b.Fatal(err)
+			b.Fatalf("/proc/%d/status: %s: %v", pid, k, err)
 		}
-		if k == "VmRSS" {
-			rss = kb << 10
-		} else {
-			hwm = kb << 10
-		}
+		out[i] = kb << 10
 	}
-	return rss, hwm
+	return out
 }
 
 // scaleHeapInuse is this process's heap in use after a collection.

@@ -429,27 +429,8 @@ func sideBySideRSS(b *testing.B, pids []int) (rss, file []int64) {
 	b.Helper()
 	rss, file = make([]int64, len(pids)), make([]int64, len(pids))
 	for i, pid := range pids {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			b.Fatal(err)
-		}
-		for line := range strings.Lines(string(data)) {
-			k, v, _ := strings.Cut(line, ":")
-			var into *int64
-			switch k {
-			case "VmRSS":
-				into = &rss[i]
-			case "RssFile":
-				into = &file[i]
-			default:
-				continue
-			}
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				b.Fatalf("/proc/%d/status: %s: %v", pid, k, err)
-			}
-			*into = kb << 10
-		}
+		m := procStatusBytes(b, pid, "VmRSS", "RssFile")
+		rss[i], file[i] = m[0], m[1]
 	}
 	return rss, file
 }

@@ -98,7 +98,7 @@ func registryDump(s *Snapshot) string {
 		fmt.Fprintf(&b, "service %s\n", v.Key)
 		for _, c := range v.Clusters {
 			for _, e := range c.Endpoints {
-				fmt.Fprintf(&b, "  %s %s %s\n", c.Cluster, prototext.Format(e.Proto()), prototext.Format(e.Proto().GetLocality()))
+				fmt.Fprintf(&b, "  %s %s\n", c.Cluster, prototext.Format(e.Proto())) // its locality and ports included
 			}
 		}
 	}
