@@ -10,6 +10,15 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
+// Type URLs of the Envoy resources the hub serves, as proxies ask for
+// them and as Any wraps them.
+const (
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+)
+
 // ClusterName is the name of the CDS cluster, the RDS route configuration
 // and the EDS resource of a (hostname, port): "outbound|<port>||<hostname>",
 // as Istio names them, so that tools and dashboards built for Istio work.

@@ -5,6 +5,7 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/meshfed/meshfed/federation"
@@ -131,5 +132,20 @@ func TestGatewaysByNetwork(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestTypeURLsAreEnvoys: the hub's type URLs are go-control-plane's, which
+// it does not link.
+func TestTypeURLsAreEnvoys(t *testing.T) {
+	for got, want := range map[string]string{
+		ClusterType:  resourcev3.ClusterType,
+		ListenerType: resourcev3.ListenerType,
+		RouteType:    resourcev3.RouteType,
+		EndpointType: resourcev3.EndpointType,
+	} {
+		if got != want {
+			t.Errorf("type URL %q, want %q", got, want)
+		}
 	}
 }
