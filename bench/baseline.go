@@ -17,12 +17,14 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/xds"
+	"github.com/meshfed/meshfed/xds/adspb"
 	"github.com/meshfed/meshfed/xds/resources"
 )
 
@@ -81,6 +83,7 @@ type streamID struct {
 
 type baselineNode struct {
 	node *core.Node
+	ads  *adspb.Node // node as the hub reads it
 	// Hostnames it asked for a resource of, in any type.
 	hosts map[string]bool
 }
@@ -127,7 +130,7 @@ func (b *Baseline) learn(stream streamID, node *core.Node, names []string) {
 	n := b.nodes[id]
 	changed := false
 	if n == nil {
-		n = &baselineNode{node: node, hosts: map[string]bool{}}
+		n = &baselineNode{node: node, ads: adsNode(node), hosts: map[string]bool{}}
 		b.nodes[id] = n
 		changed = true
 	}
@@ -186,7 +189,7 @@ func (b *Baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
 		for h := range n.hosts {
 			hosts[h] = true
 		}
-		nodes = append(nodes, baselineNode{node: n.node, hosts: hosts})
+		nodes = append(nodes, baselineNode{node: n.node, ads: n.ads, hosts: hosts})
 	}
 	b.mu.Unlock()
 
@@ -200,7 +203,7 @@ func (b *Baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
 	gateways := resources.GatewaysByNetwork(clusters, federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
 	version := strconv.FormatUint(snap.Revision(), 10)
 	for _, n := range nodes {
-		proxy, err := xds.ProxyFromNode(n.node, clusters)
+		proxy, err := xds.ProxyFromNode(n.ads, clusters)
 		if err != nil {
 			continue
 		}
@@ -232,4 +235,17 @@ func (b *Baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
 		}
 	}
 	return nil
+}
+
+// adsNode is node as the hub's messages carry it: the same encoding.
+func adsNode(node *core.Node) *adspb.Node {
+	out := &adspb.Node{}
+	b, err := proto.Marshal(node)
+	if err == nil {
+		err = proto.Unmarshal(b, out)
+	}
+	if err != nil {
+		return &adspb.Node{Id: node.GetId()} // read like a node without metadata
+	}
+	return out
 }

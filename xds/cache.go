@@ -2,8 +2,6 @@ package xds
 
 import (
 	"cmp"
-	"context"
-	"errors"
 	"hash/fnv"
 	"maps"
 	"slices"
@@ -13,8 +11,6 @@ import (
 	"time"
 	"weak"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -22,6 +18,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshfed/meshfed/internal/grpccodec"
+	"github.com/meshfed/meshfed/xds/adspb"
+	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/translate"
 )
 
@@ -211,10 +209,14 @@ type setKey struct {
 	view    string
 }
 
+// sotwWatch is a state-of-the-world stream's open request for one type.
 type sotwWatch struct {
-	req *cache.Request
-	sub cache.Subscription
-	ch  chan cache.Response
+	typeURL string
+	// first is set for the type's first request on its stream, which is
+	// answered even when the proxy would get nothing.
+	first bool
+	sub   *sotwSubscription
+	ch    chan<- *response
 }
 
 // deltaWatch is a delta stream's open request for one type.
@@ -227,29 +229,21 @@ type deltaWatch struct {
 	ch    chan<- *deltaResp
 }
 
-// Cache holds encoded resources and the proxies' open watches. It
-// implements go-control-plane's cache.Cache for state-of-the-world
-// streams; the server's own delta handler watches it through watchDelta.
+// Cache holds encoded resources and the proxies' open watches: the
+// server's stream handlers watch it through watchSotw and watchDelta.
 type Cache struct {
-	// viewOf names the EDS view of a request's node; nil means one view.
-	viewOf func(typeURL string, req proto.Message) string
-
 	mu    sync.Mutex
 	sets  map[setKey]*set
 	sotw  map[setKey]*watchers[*sotwWatch]
 	delta map[setKey]*watchers[*deltaWatch]
 }
 
-var _ cache.Cache = (*Cache)(nil)
-
-// NewCache returns an empty cache. viewOf maps a request (its type and
-// node) to the key of the set that answers it.
-func NewCache(viewOf func(typeURL string, req proto.Message) string) *Cache {
+// NewCache returns an empty cache.
+func NewCache() *Cache {
 	return &Cache{
-		viewOf: viewOf,
-		sets:   map[setKey]*set{},
-		sotw:   map[setKey]*watchers[*sotwWatch]{},
-		delta:  map[setKey]*watchers[*deltaWatch]{},
+		sets:  map[setKey]*set{},
+		sotw:  map[setKey]*watchers[*sotwWatch]{},
+		delta: map[setKey]*watchers[*deltaWatch]{},
 	}
 }
 
@@ -403,33 +397,21 @@ func (c *Cache) notifyLocked(k setKey, s *set, changed []string, all bool) {
 	}
 }
 
-func (c *Cache) key(typeURL string, req proto.Message) setKey {
-	view := ""
-	if c.viewOf != nil {
-		view = c.viewOf(typeURL, req)
-	}
-	return setKey{typeURL, view}
-}
-
-// CreateWatch implements cache.ConfigWatcher for state-of-the-world streams.
-func (c *Cache) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan cache.Response) (func(), error) {
-	k := c.key(req.GetTypeUrl(), req)
-	w := &sotwWatch{req: req, sub: sub, ch: ch}
+// watchSotw answers a state-of-the-world request for the set view of its
+// type at once when the proxy lacks something (or for the type's first
+// request), or parks the watch until the set changes. It returns the
+// watch's cancel function.
+func (c *Cache) watchSotw(view string, w *sotwWatch) func() {
+	k := setKey{w.typeURL, view}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s := c.sets[k]; s != nil {
-		if resp := sotwResponse(w, s, req.GetResponseNonce() == ""); resp != nil {
-			ch <- resp
-			return func() {}, nil
+		if resp := sotwResponse(w, s, w.first); resp != nil {
+			w.ch <- resp
+			return func() {}
 		}
 	}
-	return park(c, c.sotw, k, w, sub.IsWildcard(), sub.SubscribedResources()), nil
-}
-
-// CreateDeltaWatch implements cache.ConfigWatcher. Delta streams are
-// served by the server's own handler (see watchDelta), never through it.
-func (c *Cache) CreateDeltaWatch(*cache.DeltaRequest, cache.Subscription, chan cache.DeltaResponse) (func(), error) {
-	return nil, errors.New("delta xDS is served by the meshfed delta handler")
+	return park(c, c.sotw, k, w, w.sub.wildcard, w.sub.names)
 }
 
 // watchDelta answers a delta request for the set view of its type at once
@@ -467,11 +449,6 @@ func park[W comparable](c *Cache, index map[setKey]*watchers[W], k setKey, w W, 
 	}
 }
 
-// Fetch implements cache.ConfigFetcher; REST polling is not served.
-func (c *Cache) Fetch(context.Context, *cache.Request) (cache.Response, error) {
-	return nil, errors.New("xDS over REST is not served")
-}
-
 // entryHash hashes a resource's name and version (itself a hash of its
 // encoding) for its set's version.
 // FNV, not a seeded hash: every replica must compute the same sums.
@@ -488,17 +465,17 @@ func entryHash(e *entry) uint64 {
 // request even when the proxy would get nothing.
 func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 	var names []string
-	if w.sub.IsWildcard() {
+	if w.sub.wildcard {
 		names = slices.Sorted(maps.Keys(s.entries))
 	} else {
-		for name := range w.sub.SubscribedResources() {
+		for name := range w.sub.names {
 			if _, ok := s.entries[name]; ok {
 				names = append(names, name)
 			}
 		}
 		slices.Sort(names)
 	}
-	returned := w.sub.ReturnedResources()
+	returned := w.sub.returned
 	same := len(names) == len(returned)
 	for _, n := range names {
 		if returned[n] != s.entries[n].Version {
@@ -511,8 +488,8 @@ func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 	}
 	// LDS and CDS responses are the whole state; EDS and RDS responses
 	// carry only what the proxy does not have yet.
-	full := always || cache.ResourceRequiresFullStateInSotw(w.req.GetTypeUrl())
-	r := &response{req: w.req, version: s.version, returned: make(map[string]string, len(names)), resources: make([]*anypb.Any, 0, len(names))}
+	full := always || w.typeURL == resources.ListenerType || w.typeURL == resources.ClusterType
+	r := &response{typeURL: w.typeURL, watch: w, version: s.version, returned: make(map[string]string, len(names)), resources: make([]*anypb.Any, 0, len(names))}
 	for _, n := range names {
 		e := s.entries[n]
 		if full || returned[n] != e.Version {
@@ -662,39 +639,29 @@ func (r *deltaResp) finish(returned map[string]string, always bool) *deltaResp {
 	if len(r.resources) == 0 && len(r.removed) == 0 && !always {
 		return nil
 	}
-	slices.SortFunc(r.resources, func(a, b *discovery.Resource) int { return strings.Compare(a.GetName(), b.GetName()) })
+	slices.SortFunc(r.resources, func(a, b *adspb.Resource) int { return strings.Compare(a.GetName(), b.GetName()) })
 	slices.Sort(r.removed)
 	r.returned = returned
 	return r
 }
 
-// response is a state-of-the-world response over shared, encoded resources.
+// response is a state-of-the-world response over shared, encoded
+// resources, the watch it answers, and the versions the proxy holds once
+// it has it.
 type response struct {
-	req       *cache.Request
+	typeURL   string
+	watch     *sotwWatch
 	version   string
 	resources []*anypb.Any
 	returned  map[string]string
 }
-
-var _ cache.Response = (*response)(nil)
-
-// GetDiscoveryResponse builds a new message each call (the server sets its
-// nonce) over the shared resources.
-func (r *response) GetDiscoveryResponse() (*discovery.DiscoveryResponse, error) {
-	return &discovery.DiscoveryResponse{VersionInfo: r.version, Resources: r.resources, TypeUrl: r.req.GetTypeUrl()}, nil
-}
-func (r *response) GetRequest() *discovery.DiscoveryRequest { return r.req }
-func (r *response) GetVersion() (string, error)             { return r.version, nil }
-func (r *response) GetResponseVersion() string              { return r.version }
-func (r *response) GetReturnedResources() map[string]string { return r.returned }
-func (r *response) GetContext() context.Context             { return context.Background() }
 
 // deltaResp is a delta response over shared, encoded resources, and the
 // versions the proxy holds once it has it.
 type deltaResp struct {
 	typeURL   string
 	version   string
-	resources []*discovery.Resource
+	resources []*adspb.Resource
 	removed   []string
 	returned  map[string]string
 	// encoded, when set, is the whole response already encoded (a
@@ -707,20 +674,20 @@ type deltaResp struct {
 // encodedResponse is a delta response encoded once, without a nonce, for
 // every stream that sends it.
 type encodedResponse struct {
-	resources []*discovery.Resource
+	resources []*adspb.Resource
 	body      []byte
 }
 
 // nonceField is the field number of a delta response's nonce.
-var nonceField = (&discovery.DeltaDiscoveryResponse{}).ProtoReflect().Descriptor().Fields().ByName("nonce").Number()
+var nonceField = (&adspb.DeltaDiscoveryResponse{}).ProtoReflect().Descriptor().Fields().ByName("nonce").Number()
 
 // encodeFull encodes the response that gives a client every entry.
 func encodeFull(typeURL, version string, entries []*entry) *encodedResponse {
-	resources := make([]*discovery.Resource, len(entries))
+	resources := make([]*adspb.Resource, len(entries))
 	for i, e := range entries {
 		resources[i] = e.Delta()
 	}
-	m := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: version, Resources: resources, TypeUrl: typeURL}
+	m := &adspb.DeltaDiscoveryResponse{SystemVersionInfo: version, Resources: resources, TypeUrl: typeURL}
 	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		// The entries were encoded and decoded already: a failure here is
@@ -742,13 +709,13 @@ func (r *deltaResp) wire(nonce string) any {
 }
 
 // message builds the response with its nonce (the stream's).
-func (r *deltaResp) message(nonce string) *discovery.DeltaDiscoveryResponse {
+func (r *deltaResp) message(nonce string) *adspb.DeltaDiscoveryResponse {
 	if r.encoded != nil {
-		return &discovery.DeltaDiscoveryResponse{
+		return &adspb.DeltaDiscoveryResponse{
 			SystemVersionInfo: r.version, Resources: r.encoded.resources, TypeUrl: r.typeURL, Nonce: nonce,
 		}
 	}
-	return &discovery.DeltaDiscoveryResponse{
+	return &adspb.DeltaDiscoveryResponse{
 		SystemVersionInfo: r.version, Resources: r.resources, RemovedResources: r.removed, TypeUrl: r.typeURL, Nonce: nonce,
 	}
 }

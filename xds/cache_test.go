@@ -7,14 +7,12 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshfed/meshfed/internal/grpccodec"
+	"github.com/meshfed/meshfed/xds/adspb"
 	"github.com/meshfed/meshfed/xds/translate"
 )
 
@@ -42,40 +40,37 @@ func update(t *testing.T, c *Cache, typeURL string, upserts map[string]proto.Mes
 	c.Apply(u)
 }
 
-func recvSotw(t *testing.T, ch chan cache.Response) *discovery.DiscoveryResponse {
+// recvSotw returns the response waiting on ch, nil when there is none.
+func recvSotw(t *testing.T, ch chan *response) *response {
 	t.Helper()
 	select {
 	case r := <-ch:
-		out, err := r.GetDiscoveryResponse()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return r
 	default:
 		return nil
 	}
 }
 
-func TestCacheStateOfTheWorld(t *testing.T) {
-	c := NewCache(nil)
-	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
-	sub := stream.NewSotwSubscription(nil, true) // wildcard
-	ch := make(chan cache.Response, 1)
-	req := &cache.Request{TypeUrl: resourcev3.ClusterType}
+// watchSotw opens a state-of-the-world watch on the shared set of typeURL.
+func watchSotw(c *Cache, typeURL string, first bool, sub *sotwSubscription, ch chan *response) func() {
+	return c.watchSotw("", &sotwWatch{typeURL: typeURL, first: first, sub: sub, ch: ch})
+}
 
-	if _, err := c.CreateWatch(req, sub, ch); err != nil {
-		t.Fatal(err)
-	}
+func TestCacheStateOfTheWorld(t *testing.T) {
+	c := NewCache()
+	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
+	sub := newSotwSubscription(nil, true) // wildcard
+	ch := make(chan *response, 1)
+
+	watchSotw(c, resourcev3.ClusterType, true, sub, ch)
 	r := <-ch
-	out, _ := r.GetDiscoveryResponse()
-	if len(out.GetResources()) != 2 {
-		t.Fatalf("first response has %d resources, want 2", len(out.GetResources()))
+	if len(r.resources) != 2 {
+		t.Fatalf("first response has %d resources, want 2", len(r.resources))
 	}
-	sub.SetReturnedResources(r.GetReturnedResources())
+	sub.returned = r.returned
 
 	// The client is up to date: the watch waits.
-	ack := &cache.Request{TypeUrl: resourcev3.ClusterType, VersionInfo: out.GetVersionInfo(), ResponseNonce: "1"}
-	cancel, _ := c.CreateWatch(ack, sub, ch)
+	cancel := watchSotw(c, resourcev3.ClusterType, false, sub, ch)
 	if got := recvSotw(t, ch); got != nil {
 		t.Fatalf("an up-to-date client was answered: %v", got)
 	}
@@ -86,21 +81,18 @@ func TestCacheStateOfTheWorld(t *testing.T) {
 	}
 	// A change answers the open watch with the full state.
 	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 2)}, "b")
-	var resp cache.Response
-	select {
-	case resp = <-ch:
-	default:
+	resp := recvSotw(t, ch)
+	if resp == nil {
 		t.Fatal("the change was not pushed to the open watch")
 	}
-	out, _ = resp.GetDiscoveryResponse()
-	if len(out.GetResources()) != 1 {
-		t.Fatalf("after the change: %v, want the one remaining cluster", out)
+	if len(resp.resources) != 1 {
+		t.Fatalf("after the change: %v, want the one remaining cluster", resp.resources)
 	}
 	cancel()
-	sub.SetReturnedResources(resp.GetReturnedResources())
+	sub.returned = resp.returned
 
 	// A cancelled watch is never answered.
-	cancel2, _ := c.CreateWatch(&cache.Request{TypeUrl: resourcev3.ClusterType, ResponseNonce: "2"}, sub, ch)
+	cancel2 := watchSotw(c, resourcev3.ClusterType, false, sub, ch)
 	cancel2()
 	mustUpdate(t, c, map[string]proto.Message{"c": cluster("c", 1)})
 	if got := recvSotw(t, ch); got != nil {
@@ -109,7 +101,7 @@ func TestCacheStateOfTheWorld(t *testing.T) {
 }
 
 func TestCacheDelta(t *testing.T) {
-	c := NewCache(nil)
+	c := NewCache()
 	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
 	versions := c.Resources(resourcev3.ClusterType, "")
 
@@ -161,11 +153,11 @@ func TestCacheDelta(t *testing.T) {
 // one applied: the cache never encodes (it takes resources encoded by the
 // translator) and never copies one per watch.
 func TestCacheEncodesOncePerVersion(t *testing.T) {
-	c := NewCache(nil)
-	var chans []chan cache.Response
+	c := NewCache()
+	var chans []chan *response
 	for range 100 {
-		ch := make(chan cache.Response, 1)
-		_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.ClusterType, ResponseNonce: "x"}, stream.NewSotwSubscription(nil, true), ch)
+		ch := make(chan *response, 1)
+		watchSotw(c, resourcev3.ClusterType, false, newSotwSubscription(nil, true), ch)
 		chans = append(chans, ch)
 	}
 	b, err := proto.Marshal(cluster("a", 1))
@@ -179,7 +171,7 @@ func TestCacheEncodesOncePerVersion(t *testing.T) {
 		if out == nil {
 			t.Fatal("a watch was not answered")
 		}
-		if got := out.GetResources()[0].GetValue(); &got[0] != &applied.Value[0] {
+		if got := out.resources[0].GetValue(); &got[0] != &applied.Value[0] {
 			t.Fatal("a watch got another encoding than the one applied")
 		}
 	}
@@ -188,27 +180,26 @@ func TestCacheEncodesOncePerVersion(t *testing.T) {
 // TestCacheSotwPartialForEDS: an EDS response carries only the changed
 // assignments; CDS responses stay whole.
 func TestCacheSotwPartialForEDS(t *testing.T) {
-	c := NewCache(nil)
+	c := NewCache()
 	update(t, c, resourcev3.EndpointType, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
-	sub := stream.NewSotwSubscription([]string{"a", "b"}, false)
-	ch := make(chan cache.Response, 1)
-	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"a", "b"}}, sub, ch)
+	sub := newSotwSubscription([]string{"a", "b"}, false)
+	ch := make(chan *response, 1)
+	watchSotw(c, resourcev3.EndpointType, true, sub, ch)
 	r := <-ch
-	sub.SetReturnedResources(r.GetReturnedResources())
-	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResponseNonce: "1"}, sub, ch)
+	sub.returned = r.returned
+	watchSotw(c, resourcev3.EndpointType, false, sub, ch)
 	update(t, c, resourcev3.EndpointType, map[string]proto.Message{"a": cluster("a", 2)})
 	r = <-ch
-	out, _ := r.GetDiscoveryResponse()
-	if len(out.GetResources()) != 1 || len(r.GetReturnedResources()) != 2 {
-		t.Fatalf("EDS response with %d resources and %d returned, want the 1 changed of 2", len(out.GetResources()), len(r.GetReturnedResources()))
+	if len(r.resources) != 1 || len(r.returned) != 2 {
+		t.Fatalf("EDS response with %d resources and %d returned, want the 1 changed of 2", len(r.resources), len(r.returned))
 	}
 	// A watch on b only is not woken by a change to a.
-	subB := stream.NewSotwSubscription([]string{"b"}, false)
-	chB := make(chan cache.Response, 1)
-	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"b"}}, subB, chB)
+	subB := newSotwSubscription([]string{"b"}, false)
+	chB := make(chan *response, 1)
+	watchSotw(c, resourcev3.EndpointType, true, subB, chB)
 	rb := <-chB
-	subB.SetReturnedResources(rb.GetReturnedResources())
-	_, _ = c.CreateWatch(&cache.Request{TypeUrl: resourcev3.EndpointType, ResponseNonce: "1"}, subB, chB)
+	subB.returned = rb.returned
+	watchSotw(c, resourcev3.EndpointType, false, subB, chB)
 	update(t, c, resourcev3.EndpointType, map[string]proto.Message{"a": cluster("a", 3)})
 	if got := recvSotw(t, chB); got != nil {
 		t.Errorf("a watch on b was answered for a change to a: %v", got)
@@ -264,7 +255,7 @@ func putAddress(t *testing.T, c *Cache, name string, v int64) {
 }
 
 func TestCacheWildcardDeltaFollowsEveryChange(t *testing.T) {
-	c := NewCache(nil)
+	c := NewCache()
 	putAddress(t, c, "a", 1)
 	putAddress(t, c, "b", 1)
 	z := newWildcardClient(t, c)
@@ -292,7 +283,7 @@ func TestCacheWildcardDeltaFollowsEveryChange(t *testing.T) {
 	}
 }
 
-func names(rs []*discovery.Resource) []string {
+func names(rs []*adspb.Resource) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, r.GetName())
@@ -306,7 +297,7 @@ func names(rs []*discovery.Resource) []string {
 // client that stops ACKing costs the set nothing (its state is its
 // stream's).
 func TestCacheWildcardDeltaCatchesUp(t *testing.T) {
-	c := NewCache(nil)
+	c := NewCache()
 	for _, n := range []string{"a", "b", "c"} {
 		putAddress(t, c, n, 1)
 	}
@@ -344,7 +335,7 @@ func TestCacheWildcardDeltaCatchesUp(t *testing.T) {
 // TestCacheDropForgetsView: a dropped view leaves nothing behind, its
 // watch indexes included.
 func TestCacheDropForgetsView(t *testing.T) {
-	c := NewCache(nil)
+	c := NewCache()
 	c.Apply(translate.SetUpdate{TypeURL: AddressType, View: "n1"})
 	sub := newSubscription(nil, nil, nil, true)
 	ch := make(chan *deltaResp, 1)
@@ -376,7 +367,7 @@ func TestCacheSetVersionIsContent(t *testing.T) {
 		t.Fatal("no cluster set")
 		return ""
 	}
-	a, b := NewCache(nil), NewCache(nil)
+	a, b := NewCache(), NewCache()
 	mustUpdate(t, a, map[string]proto.Message{"x": cluster("x", 1), "y": cluster("y", 1)})
 	mustUpdate(t, b, map[string]proto.Message{"y": cluster("y", 2)})
 	mustUpdate(t, b, map[string]proto.Message{"x": cluster("x", 1), "y": cluster("y", 1), "z": cluster("z", 1)})
@@ -401,7 +392,7 @@ func TestCacheSetVersionIsContent(t *testing.T) {
 // asked to reconnect (and say what it holds) rather than left holding
 // addresses that are gone.
 func TestCacheWildcardDeltaRemovalsBeyondTheLog(t *testing.T) {
-	c := NewCache(nil)
+	c := NewCache()
 	putAddress(t, c, "keep", 1)
 	putAddress(t, c, "drop", 1)
 	z, far := newWildcardClient(t, c), newWildcardClient(t, c)
@@ -446,7 +437,7 @@ func TestCacheWildcardDeltaRemovalsBeyondTheLog(t *testing.T) {
 // response, and that encoding with a stream's nonce after it is the
 // response a client decodes.
 func TestCacheWildcardFirstResponseEncodedOnce(t *testing.T) {
-	c := NewCache(nil)
+	c := NewCache()
 	putAddress(t, c, "a", 1)
 	putAddress(t, c, "b", 1)
 	var got []*deltaResp
@@ -462,7 +453,7 @@ func TestCacheWildcardFirstResponseEncodedOnce(t *testing.T) {
 	if !ok {
 		t.Fatalf("the first response goes out as %T, want its shared encoding", got[0].wire("17"))
 	}
-	decoded := &discovery.DeltaDiscoveryResponse{}
+	decoded := &adspb.DeltaDiscoveryResponse{}
 	if err := proto.Unmarshal(append(slices.Clip(wire.Body), wire.Tail...), decoded); err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +471,7 @@ func TestCacheWildcardFirstResponseEncodedOnce(t *testing.T) {
 // TestCacheWildcardDeltaAskedAgain: a wildcard client in sync that
 // subscribes or unsubscribes a name is told again whether it exists.
 func TestCacheWildcardDeltaAskedAgain(t *testing.T) {
-	c := NewCache(nil)
+	c := NewCache()
 	putAddress(t, c, "a", 1)
 	z := newWildcardClient(t, c)
 	z.watch("")
@@ -500,7 +491,7 @@ func TestCacheWildcardDeltaAskedAgain(t *testing.T) {
 // client reads keep their entries' revisions; an EDS set per locality,
 // read by name, would hold a copy of its names for nothing.
 func TestCacheSetsByNameKeepNoRevisions(t *testing.T) {
-	c := NewCache(nil)
+	c := NewCache()
 	mustUpdate(t, c, map[string]proto.Message{"a": cluster("a", 1)})
 	byName := newSubscription([]string{"a"}, nil, nil, false)
 	c.watchDelta("", &deltaWatch{typeURL: resourcev3.ClusterType, first: true, sub: byName, ch: make(chan *deltaResp, 1)})

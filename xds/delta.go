@@ -7,27 +7,28 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshfed/meshfed/xds/adspb"
+	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/translate"
 )
 
-// ads serves the aggregated discovery service: state-of-the-world streams
-// through go-control-plane's server, delta streams through the server's
-// own handler, which keeps each stream's state itself (what a proxy
-// holds, and for a wildcard subscription the revision of the set it
-// matches) rather than in go-control-plane's per-stream version maps.
+// ads serves the aggregated discovery service with a handler per kind of
+// stream. Each keeps a stream's state itself: what a proxy holds, and for
+// a wildcard delta subscription only the revision of the set it matches
+// (not a version per resource, which for a ztunnel is one per workload of
+// its network).
 type ads struct {
-	gcpserver.Server
+	sotw  *sotwHandler
 	delta *deltaHandler
 }
 
+var _ adspb.ADSServer = ads{}
+
 // DeltaAggregatedResources serves one delta ADS stream.
-func (a ads) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+func (a ads) DeltaAggregatedResources(stream adspb.DeltaStreamServer) error {
 	return a.delta.serve(stream)
 }
 
@@ -44,7 +45,7 @@ type deltaHandler struct {
 // everything: it does for Envoy's LDS and CDS and for ztunnel's types, and
 // never for EDS and RDS, which grpc-go's clients request by name only.
 func legacyWildcard(typeURL string) bool {
-	return typeURL != resourcev3.EndpointType && typeURL != resourcev3.RouteType
+	return typeURL != resources.EndpointType && typeURL != resources.RouteType
 }
 
 // deltaStream is one stream's state, owned by its goroutine.
@@ -65,7 +66,7 @@ type deltaType struct {
 	cancel func()
 }
 
-func (h *deltaHandler) serve(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+func (h *deltaHandler) serve(stream adspb.DeltaStreamServer) error {
 	st := &deltaStream{
 		h:         h,
 		id:        streamID{delta: true, id: h.streams.Add(1)},
@@ -120,8 +121,8 @@ const maxTypesPerStream = 32
 // breaks (then it closes the channel). It does not outlive the stream:
 // gRPC ends a stream's Recv once its handler returns, and the handler
 // cancels ctx as it returns.
-func receive(ctx context.Context, recv func() (*discovery.DeltaDiscoveryRequest, error)) <-chan *discovery.DeltaDiscoveryRequest {
-	reqs := make(chan *discovery.DeltaDiscoveryRequest)
+func receive[R any](ctx context.Context, recv func() (*R, error)) <-chan *R {
+	reqs := make(chan *R)
 	go func() {
 		defer close(reqs)
 		for {
@@ -172,7 +173,7 @@ func (st *deltaStream) respond(resp *deltaResp) error {
 
 // request records a request in the proxy book, updates the type's
 // subscription, and opens its next watch.
-func (st *deltaStream) request(req *discovery.DeltaDiscoveryRequest) error {
+func (st *deltaStream) request(req *adspb.DeltaDiscoveryRequest) error {
 	select {
 	case <-st.h.ready:
 	case <-st.h.stopping:

@@ -12,12 +12,9 @@ import (
 	"testing"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/internal/grpccodec"
+	"github.com/meshfed/meshfed/xds/adspb"
 )
 
 func TestSubscription(t *testing.T) {
@@ -74,12 +72,12 @@ func TestSubscription(t *testing.T) {
 type fakeDeltaStream struct {
 	grpc.ServerStream
 	ctx  context.Context
-	reqs chan *discovery.DeltaDiscoveryRequest
-	resp chan *discovery.DeltaDiscoveryResponse
+	reqs chan *adspb.DeltaDiscoveryRequest
+	resp chan *adspb.DeltaDiscoveryResponse
 }
 
 func (f *fakeDeltaStream) Context() context.Context { return f.ctx }
-func (f *fakeDeltaStream) Send(r *discovery.DeltaDiscoveryResponse) error {
+func (f *fakeDeltaStream) Send(r *adspb.DeltaDiscoveryResponse) error {
 	f.resp <- r
 	return nil
 }
@@ -88,10 +86,10 @@ func (f *fakeDeltaStream) Send(r *discovery.DeltaDiscoveryResponse) error {
 // (decoded as a client would).
 func (f *fakeDeltaStream) SendMsg(m any) error {
 	switch m := m.(type) {
-	case *discovery.DeltaDiscoveryResponse:
+	case *adspb.DeltaDiscoveryResponse:
 		return f.Send(m)
 	case grpccodec.Encoded:
-		r := &discovery.DeltaDiscoveryResponse{}
+		r := &adspb.DeltaDiscoveryResponse{}
 		if err := proto.Unmarshal(append(slices.Clip(m.Body), m.Tail...), r); err != nil {
 			return err
 		}
@@ -100,7 +98,7 @@ func (f *fakeDeltaStream) SendMsg(m any) error {
 	return fmt.Errorf("cannot send %T", m)
 }
 
-func (f *fakeDeltaStream) Recv() (*discovery.DeltaDiscoveryRequest, error) {
+func (f *fakeDeltaStream) Recv() (*adspb.DeltaDiscoveryRequest, error) {
 	select {
 	case r := <-f.reqs:
 		return r, nil
@@ -109,7 +107,7 @@ func (f *fakeDeltaStream) Recv() (*discovery.DeltaDiscoveryRequest, error) {
 	}
 }
 
-func (f *fakeDeltaStream) recv(t *testing.T) *discovery.DeltaDiscoveryResponse {
+func (f *fakeDeltaStream) recv(t *testing.T) *adspb.DeltaDiscoveryResponse {
 	t.Helper()
 	select {
 	case r := <-f.resp:
@@ -128,7 +126,7 @@ func newDeltaHandler(t *testing.T) *deltaHandler {
 	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})})
 	ready := make(chan struct{})
 	close(ready)
-	return &deltaHandler{cache: NewCache(p.viewOf), proxies: p, ready: ready, stopping: t.Context().Done()}
+	return &deltaHandler{cache: NewCache(), proxies: p, ready: ready, stopping: t.Context().Done()}
 }
 
 // open serves a stream until the test ends or end is called; done has
@@ -136,7 +134,7 @@ func newDeltaHandler(t *testing.T) *deltaHandler {
 func (h *deltaHandler) open(t *testing.T) (st *fakeDeltaStream, end func(), done <-chan error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	st = &fakeDeltaStream{ctx: ctx, reqs: make(chan *discovery.DeltaDiscoveryRequest), resp: make(chan *discovery.DeltaDiscoveryResponse, 1)}
+	st = &fakeDeltaStream{ctx: ctx, reqs: make(chan *adspb.DeltaDiscoveryRequest), resp: make(chan *adspb.DeltaDiscoveryResponse, 1)}
 	errc := make(chan error, 1)
 	go func() { errc <- h.serve(st) }()
 	t.Cleanup(cancel)
@@ -150,17 +148,17 @@ func TestDeltaStream(t *testing.T) {
 	h := newDeltaHandler(t)
 	update(t, h.cache, AddressType, map[string]proto.Message{"a": cluster("a", 1)})
 	st, end, done := h.open(t)
-	st.reqs <- &discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "ztunnel-1"}, TypeUrl: AddressType}
+	st.reqs <- &adspb.DeltaDiscoveryRequest{Node: &adspb.Node{Id: "ztunnel-1"}, TypeUrl: AddressType}
 	if r := st.recv(t); len(r.GetResources()) != 1 || r.GetNonce() == "" {
 		t.Fatalf("first response %v, want a", r)
 	}
-	st.reqs <- &discovery.DeltaDiscoveryRequest{TypeUrl: AddressType, ResponseNonce: "1"}
+	st.reqs <- &adspb.DeltaDiscoveryRequest{TypeUrl: AddressType, ResponseNonce: "1"}
 	update(t, h.cache, AddressType, map[string]proto.Message{"b": cluster("b", 1)})
 	r := st.recv(t)
 	if got := names(r.GetResources()); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("after adding b: %v, want b alone", got)
 	}
-	st.reqs <- &discovery.DeltaDiscoveryRequest{TypeUrl: AddressType, ResponseNonce: r.GetNonce()}
+	st.reqs <- &adspb.DeltaDiscoveryRequest{TypeUrl: AddressType, ResponseNonce: r.GetNonce()}
 	count := func() (streams, watches int) {
 		h.proxies.mu.Lock()
 		streams = len(h.proxies.streams)
@@ -188,10 +186,10 @@ func TestDeltaStream(t *testing.T) {
 func TestDeltaStreamBoundsTypes(t *testing.T) {
 	h := newDeltaHandler(t)
 	st, _, done := h.open(t)
-	node := &core.Node{Id: "greedy"}
+	node := &adspb.Node{Id: "greedy"}
 	for i := range maxTypesPerStream + 1 {
 		select {
-		case st.reqs <- &discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: fmt.Sprintf("type.example/t%d", i)}:
+		case st.reqs <- &adspb.DeltaDiscoveryRequest{Node: node, TypeUrl: fmt.Sprintf("type.example/t%d", i)}:
 		case err := <-done:
 			if status.Code(err) != codes.ResourceExhausted || i != maxTypesPerStream {
 				t.Fatalf("stream ended after %d types with %v, want ResourceExhausted after %d", i, err, maxTypesPerStream)
@@ -211,9 +209,9 @@ func TestDeltaStreamBookCountsSubscriptions(t *testing.T) {
 	h := newDeltaHandler(t)
 	update(t, h.cache, resourcev3.ClusterType, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
 	st, _, _ := h.open(t)
-	st.reqs <- &discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "envoy-1"}, TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: []string{"a", "b"}}
+	st.reqs <- &adspb.DeltaDiscoveryRequest{Node: &adspb.Node{Id: "envoy-1"}, TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: []string{"a", "b"}}
 	r := st.recv(t)
-	st.reqs <- &discovery.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: r.GetNonce()}
+	st.reqs <- &adspb.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResponseNonce: r.GetNonce()}
 	subscribed := func() int {
 		h.proxies.mu.Lock()
 		defer h.proxies.mu.Unlock()
@@ -238,13 +236,13 @@ func TestNackLogged(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})})
 	id := streamID{delta: true, id: 1}
-	node := &core.Node{Id: "envoy-1", Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+	node := &adspb.Node{Id: "envoy-1", Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
 		MetadataClusterID: structpb.NewStringValue("east"), MetadataNetwork: structpb.NewStringValue("n1"),
 	}}}
 	if _, err := p.request(id, node, resourcev3.ClusterType, requestState{wildcard: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.request(id, node, resourcev3.ClusterType, requestState{wildcard: true, nonce: "7", nack: &rpcstatus.Status{Code: 3, Message: "cluster rejected"}}); err != nil {
+	if _, err := p.request(id, node, resourcev3.ClusterType, requestState{wildcard: true, nonce: "7", nack: &adspb.Status{Code: 3, Message: "cluster rejected"}}); err != nil {
 		t.Fatal(err)
 	}
 	want := `level=WARN msg="proxy rejected a response" proxy=envoy-1 cluster=east type=` + resourcev3.ClusterType + ` nonce=7 reason="cluster rejected"`

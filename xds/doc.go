@@ -1,9 +1,11 @@
 // Package xds serves the clusterset to Envoy sidecars, proxyless gRPC
-// clients and ztunnels over ADS: state-of-the-world streams through
-// go-control-plane's stream handling, delta streams through a handler of
-// its own that keeps each stream's state (what the proxy holds, and for a
-// wildcard subscription the revision of the set it matches), both over a
-// cache of its own.
+// clients and ztunnels over ADS, with a handler of its own for each kind
+// of stream (state of the world, delta), each keeping its streams' state
+// (what the proxy holds, and for a wildcard delta subscription the
+// revision of the set it matches), both over a cache of its own. The
+// messages are package adspb's, wire-compatible with Envoy's: the hub
+// links none of go-control-plane's generated types, whose descriptors
+// would cost it megabytes of binary and heap.
 //
 // The [Server] is an adapter around package translate's deterministic
 // translator: it owns the gRPC listener, debounces the registry's

@@ -1,8 +1,9 @@
 package xds
 
 import (
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshfed/meshfed/xds/resources"
 )
 
 type metrics struct {
@@ -50,7 +51,7 @@ func newMetrics(reg prometheus.Registerer, encoded func() int64) *metrics {
 	}
 	// Every type served shows at 0 too, so that increase() sees a type's
 	// first NACK.
-	for _, t := range []string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType, AddressType, AuthorizationType} {
+	for _, t := range []string{resources.ClusterType, resources.EndpointType, resources.ListenerType, resources.RouteType, AddressType, AuthorizationType} {
 		m.nacks.WithLabelValues(t)
 	}
 	if reg != nil {

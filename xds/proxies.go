@@ -3,7 +3,6 @@ package xds
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
 	"maps"
 	"net/url"
@@ -13,26 +12,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/xds/adspb"
+	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/translate"
 )
 
-// streamID names a stream: go-control-plane numbers the state-of-the-world
-// streams and the delta handler its own, each from 1.
+// streamID names a stream: each handler numbers its streams from 1.
 type streamID struct {
 	delta bool
 	id    int64
 }
 
 // proxies is the book of connected proxies and of the views they use.
-// Stream callbacks write it from gRPC's goroutines; the push loop reads
+// Stream handlers write it from gRPC's goroutines; the push loop reads
 // the views.
 type proxies struct {
 	log      *slog.Logger
@@ -93,7 +86,7 @@ const (
 // proxyKind tells what a proxy is from its node's user agent, and, for a
 // node that says nothing, from the types it watches (only ztunnel asks for
 // workload addresses).
-func proxyKind(node *core.Node, typeURL string) string {
+func proxyKind(node *adspb.Node, typeURL string) string {
 	ua := strings.ToLower(node.GetUserAgentName())
 	switch {
 	case strings.HasPrefix(ua, "grpc"):
@@ -148,43 +141,13 @@ func (t *typeState) touches(names []string) bool {
 // ACKs them in order, and one that never does must not grow the map.
 const maxNonces = 8
 
-// callbacks records state-of-the-world streams in the book once the first
-// snapshot is pushed; until then (or once stopping is closed) requests
-// wait. Delta streams are the delta handler's.
-func (s *Server) callbacks(stopping <-chan struct{}) gcpserver.Callbacks {
-	p := s.proxies
-	request := func(id streamID, req *discovery.DiscoveryRequest) error {
-		select {
-		case <-s.ready:
-		case <-stopping:
-			return errors.New("xds server stopping")
-		}
-		names := req.GetResourceNames()
-		_, err := p.request(id, req.GetNode(), req.GetTypeUrl(), requestState{
-			names: len(names), wildcard: len(names) == 0, subscribed: names,
-			nonce: req.GetResponseNonce(), version: req.GetVersionInfo(), nack: req.GetErrorDetail(),
-		})
-		return err
-	}
-	return gcpserver.CallbackFuncs{
-		StreamOpenFunc:   func(ctx context.Context, id int64, _ string) error { return p.opened(ctx, streamID{false, id}) },
-		StreamClosedFunc: func(id int64, _ *core.Node) { p.closed(streamID{false, id}) },
-		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
-			return request(streamID{false, id}, req)
-		},
-		StreamResponseFunc: func(_ context.Context, id int64, req *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
-			p.sent(streamID{false, id}, req.GetTypeUrl(), resp.GetNonce(), resp.GetVersionInfo())
-		},
-	}
-}
-
 // setClusters records the clusters of the snapshot being pushed: a proxy
 // that names its cluster but no network is on that cluster's network.
 func (p *proxies) setClusters(c []*federation.ClusterInfo) { p.clusters.Store(&c) }
 
 func (p *proxies) hasClusters() bool { return p.clusters.Load() != nil }
 
-func (p *proxies) proxyFromNode(node *core.Node) (Proxy, error) {
+func (p *proxies) proxyFromNode(node *adspb.Node) (Proxy, error) {
 	return ProxyFromNode(node, p.knownClusters())
 }
 
@@ -229,14 +192,14 @@ type requestState struct {
 	// nonce answers a response; version is the version it ACKs (state
 	// of the world: the request says it; delta: the response's).
 	nonce, version string
-	nack           *status.Status
+	nack           *adspb.Status
 }
 
 // request records a request and returns the stream's proxy; the first
 // request of a stream registers it, once its identity may make its node's
 // claims. An ACK is timed: every change a spoke observed that the ACKed
 // response brought the proxy is one observation of the propagation time.
-func (p *proxies) request(id streamID, node *core.Node, typeURL string, r requestState) (Proxy, error) {
+func (p *proxies) request(id streamID, node *adspb.Node, typeURL string, r requestState) (Proxy, error) {
 	names, wildcard, nonce, nack := r.names, r.wildcard, r.nonce, r.nack
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -279,7 +242,7 @@ func (p *proxies) request(id streamID, node *core.Node, typeURL string, r reques
 			ps.views = append(ps.views, v)
 		}
 	}
-	t.Subscribed, t.Wildcard = names, wildcard && (typeURL == resourcev3.ListenerType || typeURL == resourcev3.ClusterType)
+	t.Subscribed, t.Wildcard = names, wildcard && (typeURL == resources.ListenerType || typeURL == resources.ClusterType)
 	switch {
 	case wildcard:
 		t.names = nil
@@ -425,30 +388,4 @@ func (p *proxies) views() []translate.View {
 		})
 	}
 	return p.sorted
-}
-
-// viewOf maps a request to the set that answers it: per-view types by the
-// proxy's view, everything else shared.
-func (p *proxies) viewOf(typeURL string, req proto.Message) string {
-	if !translate.PerView(typeURL) {
-		return ""
-	}
-	var node *core.Node
-	switch r := req.(type) {
-	case *discovery.DiscoveryRequest:
-		node = r.GetNode()
-	case *discovery.DeltaDiscoveryRequest:
-		node = r.GetNode()
-	}
-	p.mu.Lock()
-	ps := p.nodes[node.GetId()]
-	p.mu.Unlock()
-	if ps != nil {
-		return translate.ViewFor(typeURL, ps.View()).Key
-	}
-	proxy, err := p.proxyFromNode(node)
-	if err != nil {
-		return ""
-	}
-	return translate.ViewFor(typeURL, proxy.View()).Key
 }

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/xds/adspb"
 )
 
 // FuzzProxyFromNode: whatever a proxy puts in its node, reading it never
@@ -23,8 +23,8 @@ func FuzzProxyFromNode(f *testing.F) {
 		if !utf8.ValidString(id + cluster + network + region + zone + subzone) {
 			return // protobuf decoding rejects invalid UTF-8 before the hub sees it
 		}
-		node := &core.Node{
-			Id: id, Locality: &core.Locality{Region: region, Zone: zone, SubZone: subzone},
+		node := &adspb.Node{
+			Id: id, Locality: &adspb.Locality{Region: region, Zone: zone, SubZone: subzone},
 			Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
 				MetadataClusterID: structpb.NewStringValue(cluster),
 				MetadataNetwork:   structpb.NewStringValue(network),

@@ -11,10 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	gcpconfig "github.com/envoyproxy/go-control-plane/pkg/server/config"
-	gcpserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -24,6 +20,7 @@ import (
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/internal/grpccodec"
 	"github.com/meshfed/meshfed/internal/liveness"
+	"github.com/meshfed/meshfed/xds/adspb"
 	"github.com/meshfed/meshfed/xds/translate"
 )
 
@@ -86,8 +83,8 @@ const (
 )
 
 // Server serves the clusterset to proxies over ADS. It adapts the
-// translator to gRPC: it owns the listener and go-control-plane's stream
-// handling, debounces snapshots into pushes, applies the translator's set
+// translator to gRPC: it owns the listener and the ADS stream handlers,
+// debounces snapshots into pushes, applies the translator's set
 // updates to the cache, and keeps the book of connected proxies.
 type Server struct {
 	cfg      Config
@@ -144,7 +141,7 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, erro
 		authorize: cfg.Authorize,
 		refusals:  s.refusals,
 	})
-	s.cache = NewCache(s.proxies.viewOf)
+	s.cache = NewCache()
 	s.proxies.sets = s.cache
 	if reg != nil {
 		reg.MustRegister(behindCollector{s})
@@ -184,13 +181,10 @@ func (s *Server) Run(ctx context.Context, first <-chan Snapshot) error {
 		opts = append(opts, grpc.Creds(creds))
 	}
 	g := grpc.NewServer(opts...)
-	// grpc-go's clients never mean "everything" by an empty EDS or RDS
-	// request; Envoy's LDS/CDS and ztunnel do.
-	sotw := gcpserver.NewServer(ctx, s.cache, s.callbacks(ctx.Done()),
-		gcpconfig.DeactivateLegacyWildcardForTypes([]string{resourcev3.EndpointType, resourcev3.RouteType}))
-	discovery.RegisterAggregatedDiscoveryServiceServer(g, ads{Server: sotw, delta: &deltaHandler{
-		cache: s.cache, proxies: s.proxies, ready: s.ready, stopping: ctx.Done(),
-	}})
+	adspb.RegisterADSServer(g, ads{
+		sotw:  &sotwHandler{cache: s.cache, proxies: s.proxies, ready: s.ready, stopping: ctx.Done()},
+		delta: &deltaHandler{cache: s.cache, proxies: s.proxies, ready: s.ready, stopping: ctx.Done()},
+	})
 
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(s.lis) }()

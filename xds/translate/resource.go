@@ -4,14 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshfed/meshfed/xds/adspb"
 )
 
 // Resource is one resource, encoded once. Sets of several views and the
 // responses of every proxy share it; nothing holds it mutably. It keeps
 // the encoding alone: the messages that wrap it in a response (Any,
-// discovery.Resource) are made per response, since a ztunnel's set has
+// adspb.Resource) are made per response, since a ztunnel's set has
 // one resource per workload of its network and the wrappers would cost
 // more than the encodings.
 type Resource struct {
@@ -36,6 +37,6 @@ func NewResource(typeURL, name string, encoded []byte) *Resource {
 func (r *Resource) Any() *anypb.Any { return &anypb.Any{TypeUrl: r.TypeURL, Value: r.Value} }
 
 // Delta is the resource in a delta response; it shares the encoding.
-func (r *Resource) Delta() *discovery.Resource {
-	return &discovery.Resource{Name: r.Name, Version: r.Version, Resource: r.Any()}
+func (r *Resource) Delta() *adspb.Resource {
+	return &adspb.Resource{Name: r.Name, Version: r.Version, Resource: r.Any()}
 }

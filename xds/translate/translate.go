@@ -7,8 +7,6 @@ import (
 	"maps"
 	"slices"
 
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
@@ -40,7 +38,7 @@ type View struct {
 // ViewFor returns the view of a type that proxies with v see.
 func ViewFor(typeURL string, v resources.View) View {
 	switch typeURL {
-	case resourcev3.EndpointType:
+	case resources.EndpointType:
 		return View{TypeURL: typeURL, Key: v.Key(), For: v}
 	case AddressType:
 		return View{TypeURL: typeURL, Key: string(v.Network), For: resources.View{Network: v.Network}}
@@ -50,7 +48,7 @@ func ViewFor(typeURL string, v resources.View) View {
 
 // PerView reports whether a type's sets differ between views.
 func PerView(typeURL string) bool {
-	return typeURL == resourcev3.EndpointType || typeURL == AddressType
+	return typeURL == resources.EndpointType || typeURL == AddressType
 }
 
 // SetUpdate is a change to one set: resources to add or replace, names to
@@ -158,7 +156,7 @@ func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views 
 	}
 	for _, v := range added {
 		switch v.TypeURL {
-		case resourcev3.EndpointType:
+		case resources.EndpointType:
 			emit(t.envoy.build(in, v))
 		case AddressType:
 			emit(t.ambient.build(v))

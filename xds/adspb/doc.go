@@ -1,0 +1,4 @@
+// Package adspb holds the messages of Envoy's aggregated discovery service
+// that the hub serves proxies with, wire-compatible with Envoy's (see
+// ads.proto), and the service's registration.
+package adspb

@@ -1,0 +1,207 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshfed/meshfed/xds/adspb"
+	"github.com/meshfed/meshfed/xds/translate"
+)
+
+// sotwHandler runs state-of-the-world ADS streams over the cache, by the
+// xDS protocol's rules (envoyproxy.io xds_protocol), as go-control-plane's
+// server does: a request names every resource its proxy wants of a type;
+// one that does not answer the type's latest response (a stale nonce) is
+// ignored; a response goes out when the proxy lacks something, or at once
+// for a type's first request.
+type sotwHandler struct {
+	cache    *Cache
+	proxies  *proxies
+	ready    <-chan struct{} // closed once the first snapshot is pushed
+	stopping <-chan struct{}
+	streams  atomic.Int64
+}
+
+// sotwStream is one stream's state, owned by its goroutine.
+type sotwStream struct {
+	h     *sotwHandler
+	id    streamID
+	send  func(*adspb.DiscoveryResponse) error
+	node  *adspb.Node // the first request's: later ones need not carry it
+	types map[string]*sotwType
+	// responses carries the watches' answers; each watch sends at most
+	// one, and a type has one watch at a time.
+	responses chan *response
+	nonce     int64
+}
+
+// sotwType is a stream's state for one type.
+type sotwType struct {
+	sub   *sotwSubscription
+	watch *sotwWatch // the open watch; a response of any other is stale
+	// nonce is the nonce of the type's latest response ("" before the
+	// first): only a request that carries it is read.
+	nonce  string
+	cancel func()
+}
+
+// sotwSubscription is what a state-of-the-world stream knows of one
+// type: the names the proxy wants, whether it wants everything, and the
+// versions of the resources it was sent. The stream's goroutine owns it,
+// and lends it to the cache (which only reads it) while a watch is open.
+type sotwSubscription struct {
+	wildcard bool
+	// legacy is true while the proxy has named no resource: an empty
+	// request means everything for the types that allow it.
+	legacy   bool
+	names    map[string]struct{}
+	returned map[string]string
+}
+
+// newSotwSubscription returns the subscription of a type's first request.
+func newSotwSubscription(names []string, legacyWildcard bool) *sotwSubscription {
+	s := &sotwSubscription{wildcard: len(names) == 0 && legacyWildcard, legacy: legacyWildcard, returned: map[string]string{}}
+	s.update(names)
+	return s
+}
+
+// update applies the names of a request: the whole subscription.
+func (s *sotwSubscription) update(names []string) {
+	if s.legacy {
+		if len(names) == 0 {
+			s.names = map[string]struct{}{}
+			return // still wildcard by the legacy rule
+		}
+		// Naming a resource, "*" included, ends the legacy rule for good.
+		s.legacy = false
+	}
+	s.wildcard = false
+	s.names = make(map[string]struct{}, len(names))
+	for _, n := range names {
+		if n == wildcardName {
+			s.wildcard = true
+			continue
+		}
+		s.names[n] = struct{}{}
+	}
+	if !s.wildcard {
+		// A name unsubscribed and subscribed again is sent again, even
+		// unchanged: the proxy dropped it.
+		for n := range s.returned {
+			if _, ok := s.names[n]; !ok {
+				delete(s.returned, n)
+			}
+		}
+	}
+}
+
+// StreamAggregatedResources serves one state-of-the-world ADS stream.
+func (a ads) StreamAggregatedResources(stream adspb.StreamServer) error {
+	return a.sotw.serve(stream)
+}
+
+func (h *sotwHandler) serve(stream adspb.StreamServer) error {
+	st := &sotwStream{
+		h:         h,
+		id:        streamID{id: h.streams.Add(1)},
+		send:      stream.Send,
+		types:     map[string]*sotwType{},
+		responses: make(chan *response, maxTypesPerStream),
+	}
+	if err := h.proxies.opened(stream.Context(), st.id); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	reqs := receive(ctx, stream.Recv)
+	defer func() {
+		cancel()
+		for _, t := range st.types {
+			t.cancel()
+		}
+		h.proxies.closed(st.id)
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.stopping:
+			return nil
+		case resp := <-st.responses:
+			if err := st.respond(resp); err != nil {
+				return err
+			}
+		case req, ok := <-reqs:
+			if !ok {
+				return nil // the proxy closed the stream, or it broke
+			}
+			if err := st.request(req); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// respond sends a watch's answer, unless a later request of its type
+// replaced the watch (the new watch answers for itself).
+func (st *sotwStream) respond(resp *response) error {
+	t := st.types[resp.typeURL]
+	if t == nil || t.watch != resp.watch {
+		return nil
+	}
+	st.nonce++
+	t.nonce = strconv.FormatInt(st.nonce, 10)
+	t.sub.returned = resp.returned
+	st.h.proxies.sent(st.id, resp.typeURL, t.nonce, resp.version)
+	return st.send(&adspb.DiscoveryResponse{VersionInfo: resp.version, Resources: resp.resources, TypeUrl: resp.typeURL, Nonce: t.nonce})
+}
+
+// request records a request in the proxy book and, unless its nonce is
+// stale, updates the type's subscription and opens its next watch.
+func (st *sotwStream) request(req *adspb.DiscoveryRequest) error {
+	select {
+	case <-st.h.ready:
+	case <-st.h.stopping:
+		return errors.New("xds server stopping")
+	}
+	if req.GetNode() != nil {
+		st.node = req.GetNode()
+	}
+	typeURL := req.GetTypeUrl()
+	if typeURL == "" {
+		return status.Error(codes.InvalidArgument, "type URL is required for ADS")
+	}
+	t := st.types[typeURL]
+	if t == nil && len(st.types) == maxTypesPerStream {
+		return status.Errorf(codes.ResourceExhausted, "a stream may watch %d types at most", maxTypesPerStream)
+	}
+	names := req.GetResourceNames()
+	// The book sees every request, stale ones too: an ACK is an ACK.
+	p, err := st.h.proxies.request(st.id, st.node, typeURL, requestState{
+		names: len(names), wildcard: len(names) == 0, subscribed: names,
+		nonce: req.GetResponseNonce(), version: req.GetVersionInfo(), nack: req.GetErrorDetail(),
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case t == nil:
+		t = &sotwType{sub: newSotwSubscription(names, legacyWildcard(typeURL))}
+		st.types[typeURL] = t
+	case t.nonce != "" && req.GetResponseNonce() != t.nonce:
+		// It answers an earlier response; the proxy answers the latest
+		// with its whole subscription again.
+		return nil
+	default:
+		t.cancel()
+		t.sub.update(names)
+	}
+	view := translate.ViewFor(typeURL, p.View()).Key
+	t.watch = &sotwWatch{typeURL: typeURL, first: req.GetResponseNonce() == "", sub: t.sub, ch: st.responses}
+	t.cancel = st.h.cache.watchSotw(view, t.watch)
+	return nil
+}
