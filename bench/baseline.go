@@ -26,6 +26,7 @@ import (
 	"github.com/meshfed/meshfed/xds"
 	"github.com/meshfed/meshfed/xds/adspb"
 	"github.com/meshfed/meshfed/xds/resources"
+	"github.com/meshfed/meshfed/xds/resources/reference"
 )
 
 // RunBaselineHub runs the baseline the harness compares meshfed with: the
@@ -213,17 +214,17 @@ func (b *Baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
 			if !ok {
 				continue
 			}
-			for _, c := range resources.Clusters(v) {
+			for _, c := range reference.Clusters(v) {
 				res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
 			}
-			for _, l := range resources.Listeners(v) {
+			for _, l := range reference.Listeners(v) {
 				res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], l)
 			}
-			for _, r := range resources.Routes(v) {
+			for _, r := range reference.Routes(v) {
 				res[resourcev3.RouteType] = append(res[resourcev3.RouteType], r)
 			}
 			for _, p := range resources.Ports(v) {
-				res[resourcev3.EndpointType] = append(res[resourcev3.EndpointType], resources.ReferenceLoadAssignment(v, host, p, proxy.View(), gateways))
+				res[resourcev3.EndpointType] = append(res[resourcev3.EndpointType], reference.LoadAssignment(resources.Assignment(v, host, p, proxy.View(), gateways)))
 			}
 		}
 		s, err := cache.NewSnapshot(version, res)

@@ -33,6 +33,7 @@ import (
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/xds"
 	"github.com/meshfed/meshfed/xds/resources"
+	"github.com/meshfed/meshfed/xds/resources/reference"
 )
 
 // The fan-out benchmark's clusterset: 10 clusters on one network, each
@@ -666,14 +667,14 @@ func hasAddress(cla []byte, addr string) bool {
 }
 
 // checkDecoder makes sure the clients' partial decoding agrees with the
-// messages the resources package builds.
+// messages package reference builds.
 func checkDecoder(b *testing.B, snap *registry.Snapshot) {
 	b.Helper()
 	v, ok := snap.Service(federation.ServiceKey("bench", "svc-00"))
 	if !ok {
 		b.Fatal("no svc-00")
 	}
-	cla := resources.ReferenceLoadAssignment(v, fanoutHost(0), resources.Ports(v)[0], resources.View{Network: fanoutNetwork}, nil)
+	cla := reference.LoadAssignment(resources.Assignment(v, fanoutHost(0), resources.Ports(v)[0], resources.View{Network: fanoutNetwork}, nil))
 	enc, err := proto.Marshal(cla)
 	if err != nil {
 		b.Fatal(err)

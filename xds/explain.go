@@ -13,9 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/xds/resources"
@@ -150,7 +147,7 @@ func (s *Server) Explain(proxyID, service, endpoint string) Explanation {
 
 	// Network and assignment.
 	gateways := resources.GatewaysByNetwork(snap.Clusters(), federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
-	cla := resources.ReferenceLoadAssignment(v, hostname, sp, view, gateways)
+	cla := resources.Assignment(v, hostname, sp, view, gateways)
 	if target != nil {
 		if target.Network == view.Network {
 			add("network", VerdictOK, "on the proxy's network %q: sent as it is", view.Network)
@@ -174,15 +171,15 @@ func (s *Server) Explain(proxyID, service, endpoint string) Explanation {
 		}
 	} else {
 		n := 0
-		for _, l := range cla.GetEndpoints() {
-			n += len(l.GetLbEndpoints())
+		for _, l := range cla.Localities {
+			n += len(l.Endpoints)
 		}
-		add("assignment", boolVerdict(n > 0), "the proxy's view (network %q, locality %q) of %s has %d entries in %d localities", view.Network, proxy.Locality, clusterName, n, len(cla.GetEndpoints()))
+		add("assignment", boolVerdict(n > 0), "the proxy's view (network %q, locality %q) of %s has %d entries in %d localities", view.Network, proxy.Locality, clusterName, n, len(cla.Localities))
 		ex.Sees = n > 0
 	}
 
 	// What the proxy asked for and holds.
-	typ, ok := proxy.Types[resourcev3.EndpointType]
+	typ, ok := proxy.Types[resources.EndpointType]
 	switch {
 	case proxy.Kind == kindZtunnel:
 		add("subscription", VerdictInfo, "a ztunnel is sent workload addresses, not EDS: it sees every workload of its network and, for other networks, their gateways")
@@ -192,14 +189,14 @@ func (s *Server) Explain(proxyID, service, endpoint string) Explanation {
 		ex.Sees = false
 		return ex
 	}
-	names := s.proxies.subscribed(proxyID, resourcev3.EndpointType)
+	names := s.proxies.subscribed(proxyID, resources.EndpointType)
 	if names != nil && !slices.Contains(names, clusterName) {
 		add("subscription", VerdictNo, "the proxy watches %d EDS resources, not %s (a gRPC client asks for it once it dials %s:%d)", len(names), clusterName, hostname, sp.GetPort())
 		ex.Sees = false
 		return ex
 	}
 	add("subscription", VerdictOK, "the proxy watches %s", clusterName)
-	version := s.cache.Resources(resourcev3.EndpointType, translate.ViewFor(resourcev3.EndpointType, view).Key)[clusterName]
+	version := s.cache.Resources(resources.EndpointType, translate.ViewFor(resources.EndpointType, view).Key)[clusterName]
 	detail := fmt.Sprintf("its endpoints (EDS) are %s: it ACKed the set of version %q", typ.State, typ.AckedVersion)
 	if !typ.LastAck.IsZero() {
 		detail += fmt.Sprintf(" %s ago", time.Since(typ.LastAck).Round(time.Millisecond))
@@ -221,16 +218,15 @@ func (s *Server) Explain(proxyID, service, endpoint string) Explanation {
 
 // explainEntry finds addr in an assignment and reports its priority,
 // locality and weight.
-func explainEntry(cla *endpointv3.ClusterLoadAssignment, addr string, add func(step, verdict, format string, args ...any)) bool {
-	for _, l := range cla.GetEndpoints() {
-		for _, e := range l.GetLbEndpoints() {
-			if e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress() != addr {
+func explainEntry(cla resources.LoadAssignment, addr string, add func(step, verdict, format string, args ...any)) bool {
+	for _, l := range cla.Localities {
+		for _, e := range l.Endpoints {
+			if e.Address != addr {
 				continue
 			}
-			loc := l.GetLocality()
+			loc := l.Locality
 			add("assignment", VerdictOK, "%s at priority %d, locality %s/%s/%s, weight %d of the locality's %d, %s",
-				addr, l.GetPriority(), loc.GetRegion(), loc.GetZone(), loc.GetSubZone(),
-				e.GetLoadBalancingWeight().GetValue(), l.GetLoadBalancingWeight().GetValue(), e.GetHealthStatus())
+				addr, l.Priority, loc.Region, loc.Zone, loc.Subzone, e.Weight, l.Weight, e.Health)
 			return true
 		}
 	}

@@ -3,10 +3,14 @@
 // api_listener and one RDS route configuration per (hostname, port) of a
 // service, and per-view EDS load assignments.
 //
+// It writes their protobuf encodings directly, without go-control-plane's
+// generated types: linked, their descriptors would cost the hub megabytes
+// of binary and of heap. The bytes are those of proto's deterministic
+// marshalling of the messages package reference builds (for EDS, with
+// each lb_endpoint's metadata last), which the tests check.
+//
 // Everything here is a pure function of its arguments: no I/O, no clock, no
-// goroutines. Inputs are read, never modified. Outputs are fresh messages
-// that may share immutable sub-messages (such as endpoint metadata) with
-// each other; callers treat them as read-only.
+// goroutines. Inputs are read, never modified. Outputs are fresh.
 //
 // Names follow Istio: the cluster, the route configuration and the EDS
 // resource of port p of host h are all "outbound|p||h"; the listener is

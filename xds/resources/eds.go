@@ -5,13 +5,9 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
-
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -38,15 +34,67 @@ const (
 // staying below 2^31 keeps every such sum valid with room to spare.
 const maxTotalWeight = 1<<31 - 1
 
-// ReferenceLoadAssignment builds as messages the assignment that
-// EncodeLoadAssignment encodes. The hub serves the encoding; this is the
-// reference it is checked against (byte for byte), and what the load
-// harness's baseline serves, as a go-control-plane user builds it.
-func ReferenceLoadAssignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *endpointv3.ClusterLoadAssignment {
-	return &endpointv3.ClusterLoadAssignment{
-		ClusterName: ClusterName(port.GetPort(), hostname),
-		Endpoints:   assign(s, port, view, gateways).build(),
+// Health is an lb_endpoint's health_status, numbered as Envoy's
+// HealthStatus.
+type Health int32
+
+// The health statuses the hub sends (and UNKNOWN, the zero value).
+const (
+	HealthUnknown  Health = 0
+	HealthHealthy  Health = 1
+	HealthDraining Health = 3
+)
+
+// String is Envoy's name of the status, as its enum prints it.
+func (h Health) String() string {
+	switch h {
+	case HealthUnknown:
+		return "UNKNOWN"
+	case HealthHealthy:
+		return "HEALTHY"
+	case HealthDraining:
+		return "DRAINING"
 	}
+	return strconv.Itoa(int(h))
+}
+
+// LoadAssignment is an EDS resource (a ClusterLoadAssignment) as plain
+// values: what EncodeLoadAssignment encodes, for callers that read an
+// assignment rather than serve it.
+type LoadAssignment struct {
+	ClusterName string
+	// Localities are ordered by priority, then locality.
+	Localities []LocalityEndpoints
+}
+
+// LocalityEndpoints is one LocalityLbEndpoints of an assignment.
+type LocalityEndpoints struct {
+	Locality Locality
+	Priority uint32
+	// Weight is the locality's load_balancing_weight: the sum of its
+	// endpoints' weights.
+	Weight uint32
+	// Endpoints are ordered by address, then port.
+	Endpoints []LbEndpoint
+}
+
+// LbEndpoint is one lb_endpoint: a socket address, its health and weight,
+// and its metadata under MetadataNamespace.
+type LbEndpoint struct {
+	Address string
+	Port    uint32
+	Health  Health
+	Weight  uint32
+	// Cluster and Network are where the endpoint lives; a gateway has the
+	// network it leads to and no cluster.
+	Cluster federation.ClusterID
+	Network federation.NetworkID
+}
+
+// Assignment returns the assignment that EncodeLoadAssignment encodes, as
+// plain values.
+func Assignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) LoadAssignment {
+	return assign(s, port, view, gateways).assignment(ClusterName(port.GetPort(), hostname))
 }
 
 // assign gathers the entries of an assignment by locality.
@@ -136,10 +184,13 @@ type group struct {
 type entry struct {
 	address      string
 	port         uint32
-	health       corev3.HealthStatus
+	health       Health
 	meta         metaKey
 	units, share uint64
 }
+
+// weight is ceil(units*scale/share).
+func (e entry) weight(scale uint64) uint64 { return (e.units*scale + e.share - 1) / e.share }
 
 type metaKey struct {
 	cluster federation.ClusterID
@@ -152,12 +203,12 @@ type remoteNetwork struct{ live, stale healthTally }
 
 type healthTally struct{ healthy, draining tally }
 
-func (r *remoteNetwork) tally(h corev3.HealthStatus, stale bool) *tally {
+func (r *remoteNetwork) tally(h Health, stale bool) *tally {
 	t := &r.live
 	if stale {
 		t = &r.stale
 	}
-	if h == corev3.HealthStatus_HEALTHY {
+	if h == HealthHealthy {
 		return &t.healthy
 	}
 	return &t.draining
@@ -213,7 +264,7 @@ func (b *builder) groupOf(l Locality, tier int) *group {
 }
 
 // addEndpoint adds an endpoint on the view's network.
-func (b *builder) addEndpoint(ep federation.TaggedEndpoint, port uint32, health corev3.HealthStatus, loc Locality, tier int) {
+func (b *builder) addEndpoint(ep federation.TaggedEndpoint, port uint32, health Health, loc Locality, tier int) {
 	addr, err := netip.ParseAddr(ep.GetAddress())
 	if err != nil || addr.Zone() != "" {
 		return // Validation admits only plain IPs; never emit what Envoy cannot connect to.
@@ -254,9 +305,9 @@ func (b *builder) addGateways(n federation.NetworkID, r *remoteNetwork, gateways
 	if h.healthy.count == 0 && h.draining.count == 0 {
 		h, tier = &r.stale, numProximities
 	}
-	t, health := &h.healthy, corev3.HealthStatus_HEALTHY
+	t, health := &h.healthy, HealthHealthy
 	if t.count == 0 {
-		t, health = &h.draining, corev3.HealthStatus_DRAINING
+		t, health = &h.draining, HealthDraining
 	}
 	usable := make([]*federationpb.Gateway, 0, len(gateways))
 	for _, gw := range gateways {
@@ -298,47 +349,35 @@ func (b *builder) addGateways(n federation.NetworkID, r *remoteNetwork, gateways
 	b.lcm = lcmCapped(max(b.lcm, 1), share)
 }
 
-// build turns the groups into LocalityLbEndpoints: ordered by priority and
+// assignment turns the groups into localities: ordered by priority and
 // locality, endpoints by address and port, weights scaled.
-func (b *builder) build() []*endpointv3.LocalityLbEndpoints {
+func (b *builder) assignment(clusterName string) LoadAssignment {
+	a := LoadAssignment{ClusterName: clusterName}
 	if len(b.groups) == 0 {
-		return nil
+		return a
 	}
 	scale := b.scale()
 	groups, priority := b.ordered()
-	n := 0
+	a.Localities = make([]LocalityEndpoints, 0, len(groups))
 	for _, g := range groups {
-		n += len(g.entries)
-	}
-	all := make([]*endpointv3.LbEndpoint, 0, n)
-	metas := make(map[metaKey]*corev3.Metadata)
-	out := make([]*endpointv3.LocalityLbEndpoints, 0, len(groups))
-	for _, g := range groups {
-		start := len(all)
+		l := LocalityEndpoints{Locality: g.locality, Priority: priority[g.rank], Endpoints: make([]LbEndpoint, 0, len(g.entries))}
 		var sum uint64
 		for _, e := range g.entries {
-			w := (e.units*scale + e.share - 1) / e.share
+			w := e.weight(scale)
 			sum += w
-			meta := metas[e.meta]
-			if meta == nil {
-				meta = metadata(e.meta)
-				metas[e.meta] = meta
-			}
-			all = append(all, newLbEndpoint(e, uint32(w), meta))
+			l.Endpoints = append(l.Endpoints, LbEndpoint{
+				Address: e.address,
+				Port:    e.port,
+				Health:  e.health,
+				Weight:  uint32(w),
+				Cluster: e.meta.cluster,
+				Network: e.meta.network,
+			})
 		}
-		lbs := all[start:len(all):len(all)]
-		out = append(out, &endpointv3.LocalityLbEndpoints{
-			Locality: &corev3.Locality{
-				Region:  g.locality.Region,
-				Zone:    g.locality.Zone,
-				SubZone: g.locality.Subzone,
-			},
-			LbEndpoints:         lbs,
-			LoadBalancingWeight: wrapperspb.UInt32(uint32(sum)),
-			Priority:            priority[g.rank],
-		})
+		l.Weight = uint32(sum)
+		a.Localities = append(a.Localities, l)
 	}
-	return out
+	return a
 }
 
 // ordered returns the groups by priority and locality, each group's
@@ -394,43 +433,18 @@ func lcmCapped(a, b uint64) uint64 {
 	return min(a/x*b, maxTotalWeight+1)
 }
 
-// newLbEndpoint is the lb_endpoint of e with its weight.
-func newLbEndpoint(e entry, weight uint32, meta *corev3.Metadata) *endpointv3.LbEndpoint {
-	return &endpointv3.LbEndpoint{
-		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-				Protocol:      corev3.SocketAddress_TCP,
-				Address:       e.address,
-				PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: e.port},
-			}}},
-		}},
-		HealthStatus:        e.health,
-		Metadata:            meta,
-		LoadBalancingWeight: wrapperspb.UInt32(weight),
-	}
-}
-
-func metadata(k metaKey) *corev3.Metadata {
-	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
-		MetadataNamespace: {Fields: map[string]*structpb.Value{
-			"cluster": structpb.NewStringValue(string(k.cluster)),
-			"network": structpb.NewStringValue(string(k.network)),
-		}},
-	}}
-}
-
 // healthOf says whether and how an endpoint is sent: ready ones HEALTHY;
 // terminating ones that still serve DRAINING, so that Envoy lets their
 // requests finish (grpc-go ignores them); everything else not at all.
 // Terminating wins over a contradictory ready flag.
-func healthOf(ep *federation.Endpoint) (corev3.HealthStatus, bool) {
+func healthOf(ep *federation.Endpoint) (Health, bool) {
 	switch {
 	case ep.GetTerminating():
-		return corev3.HealthStatus_DRAINING, ep.GetServing() || ep.GetReady()
+		return HealthDraining, ep.GetServing() || ep.GetReady()
 	case ep.GetReady():
-		return corev3.HealthStatus_HEALTHY, true
+		return HealthHealthy, true
 	default:
-		return corev3.HealthStatus_UNKNOWN, false
+		return HealthUnknown, false
 	}
 }
 

@@ -2,7 +2,6 @@ package resources
 
 import (
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -26,11 +25,11 @@ import (
 // re-encodes the assignments of a changed service for each way proxies
 // see it, and messages built and then marshalled would be two thirds of
 // what a push allocates (and so of its garbage collections). The bytes are
-// those of proto's deterministic marshalling of ReferenceLoadAssignment's
-// result, except that each lb_endpoint's metadata (field 3) comes last:
-// it is encoded once per (cluster, network) and appended to each
-// lb_endpoint, and a stable encoding keeps resource versions stable
-// across hub versions.
+// those of proto's deterministic marshalling of the ClusterLoadAssignment
+// that Assignment describes, except that each lb_endpoint's metadata
+// (field 3) comes last: it is encoded once per (cluster, network) and
+// appended to each lb_endpoint. Resource versions are hashes of these
+// bytes, so they must not change from one hub version to the next.
 func EncodeLoadAssignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) []byte {
 	return assign(s, port, view, gateways).encode(ClusterName(port.GetPort(), hostname))
 }
@@ -61,6 +60,12 @@ const (
 	socketPort      = 3
 
 	wrapperValue = 1 // UInt32Value
+
+	metadataFilter = 1 // Metadata.filter_metadata, a map<string, Struct>
+	structFields   = 1 // Struct.fields, a map<string, Value>
+	mapKey         = 1 // a map entry
+	mapValue       = 2
+	valueString    = 3 // Value.string_value
 )
 
 func (b *builder) encode(clusterName string) []byte {
@@ -85,7 +90,7 @@ func (b *builder) encode(clusterName string) []byte {
 		z := &gs[gi]
 		z.weights, z.sizes = make([]int, len(g.entries)), make([]int, len(g.entries))
 		for i, e := range g.entries {
-			w := (e.units*scale + e.share - 1) / e.share
+			w := e.weight(scale)
 			z.sum += w
 			z.weights[i] = int(w)
 			if _, ok := metas[e.meta]; !ok {
@@ -130,13 +135,31 @@ func (b *builder) encode(clusterName string) []byte {
 	return out
 }
 
-// encodedMetadata is an lb_endpoint's metadata field (tag included).
+// encodedMetadata is an lb_endpoint's metadata field (tag included):
+// {MetadataNamespace: {cluster, network}}, map entries sorted by key as
+// deterministic marshalling writes them.
 func encodedMetadata(k metaKey) []byte {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(metadata(k))
-	if err != nil {
-		return nil // never: a struct of two strings
+	var fields []byte
+	for _, f := range [...]struct{ key, value string }{{"cluster", string(k.cluster)}, {"network", string(k.network)}} {
+		// A oneof member (Value.string_value) is written even when empty.
+		value := protowire.AppendString(protowire.AppendTag(nil, valueString, protowire.BytesType), f.value)
+		fields = appendMapEntry(fields, structFields, f.key, value)
 	}
-	return protowire.AppendBytes(protowire.AppendTag(nil, lbMetadata, protowire.BytesType), b)
+	meta := appendMapEntry(nil, metadataFilter, MetadataNamespace, fields)
+	return protowire.AppendBytes(protowire.AppendTag(nil, lbMetadata, protowire.BytesType), meta)
+}
+
+// appendMapEntry appends an entry of map field num whose values are
+// messages: its key and value are written even when empty, as protobuf-go
+// writes map entries.
+func appendMapEntry(out []byte, num protowire.Number, key string, value []byte) []byte {
+	n := protowire.SizeTag(mapKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(mapValue) + protowire.SizeBytes(len(value))
+	out = protowire.AppendTag(out, num, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(n))
+	out = protowire.AppendTag(out, mapKey, protowire.BytesType)
+	out = protowire.AppendString(out, key)
+	out = protowire.AppendTag(out, mapValue, protowire.BytesType)
+	return protowire.AppendBytes(out, value)
 }
 
 func socketSize(e entry) int {

@@ -13,6 +13,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3" // for protojson: a listener's router filter config is an Any
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -65,14 +66,10 @@ func (o *output) find(t *testing.T, view, name string) *endpointv3.ClusterLoadAs
 	return nil
 }
 
-// generate returns what proxies are sent for a golden case.
+// generate returns what proxies are sent for a golden case, decoded.
 func generate(t *testing.T, c goldenCase) *output {
 	t.Helper()
-	out := &output{
-		clusters:  Clusters(c.service),
-		listeners: Listeners(c.service),
-		routes:    Routes(c.service),
-	}
+	out := serviceOutput(t, c.service)
 	gws := GatewaysByNetwork(c.clusters, tls)
 	for _, v := range c.views {
 		for _, h := range Hostnames(c.service) {
@@ -487,6 +484,38 @@ func render(t *testing.T, out *output) []byte {
 	}
 	buf.WriteByte('\n')
 	return buf.Bytes()
+}
+
+// serviceOutput decodes the CDS, LDS and RDS resources of s.
+func serviceOutput(t testing.TB, s *federation.ServiceView) *output {
+	t.Helper()
+	return &output{
+		clusters:  decodeAll[clusterv3.Cluster](t, EncodeClusters(s)),
+		listeners: decodeAll[listenerv3.Listener](t, EncodeListeners(s)),
+		routes:    decodeAll[routev3.RouteConfiguration](t, EncodeRoutes(s)),
+	}
+}
+
+// decodeAll decodes encoded resources, checking that each is named as the
+// message it holds.
+func decodeAll[M any, P interface {
+	*M
+	proto.Message
+	GetName() string
+}](t testing.TB, encoded []Encoded) []P {
+	t.Helper()
+	out := make([]P, 0, len(encoded))
+	for _, e := range encoded {
+		m := P(new(M))
+		if err := proto.Unmarshal(e.Value, m); err != nil {
+			t.Fatalf("%s: the encoding does not decode: %v", e.Name, err)
+		}
+		if m.GetName() != e.Name {
+			t.Fatalf("resource %q holds a %T named %q", e.Name, m, m.GetName())
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 func protoCmp() cmp.Option { return protocmp.Transform() }

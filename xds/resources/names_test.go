@@ -3,6 +3,7 @@ package resources
 import (
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -146,6 +147,22 @@ func TestTypeURLsAreEnvoys(t *testing.T) {
 	} {
 		if got != want {
 			t.Errorf("type URL %q, want %q", got, want)
+		}
+	}
+}
+
+// TestHealthIsEnvoys: the health statuses the hub sends are numbered and
+// named as Envoy's HealthStatus values, and any other prints as a number,
+// as Envoy's enum prints a value it does not know.
+func TestHealthIsEnvoys(t *testing.T) {
+	for h, want := range map[Health]corev3.HealthStatus{
+		HealthUnknown:  corev3.HealthStatus_UNKNOWN,
+		HealthHealthy:  corev3.HealthStatus_HEALTHY,
+		HealthDraining: corev3.HealthStatus_DRAINING,
+		Health(99):     corev3.HealthStatus(99),
+	} {
+		if int32(h) != int32(want) || h.String() != want.String() {
+			t.Errorf("Health %d %q, Envoy's %d %q", int32(h), h, int32(want), want)
 		}
 	}
 }

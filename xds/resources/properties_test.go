@@ -184,7 +184,7 @@ func FuzzLoadAssignment(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed1, seed2 uint64) {
 		r := rand.New(rand.NewPCG(seed1, seed2))
 		s, clusters, v := randomCase(r)
-		out := &output{clusters: Clusters(s), listeners: Listeners(s), routes: Routes(s)}
+		out := serviceOutput(t, s)
 		gws := GatewaysByNetwork(clusters, tls)
 		for _, h := range Hostnames(s) {
 			for _, p := range Ports(s) {

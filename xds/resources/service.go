@@ -1,65 +1,51 @@
 package resources
 
 import (
-	"fmt"
-	"time"
-
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/meshfed/meshfed/federation"
 )
 
-// connectTimeout bounds TCP connects to an endpoint. Envoy's default is 5s
-// too, but grpc-go and some Envoy versions treat an unset value
-// differently, so it is spelled out.
-const connectTimeout = 5 * time.Second
+// Encoded is one resource, encoded.
+type Encoded struct {
+	Name  string
+	Value []byte
+}
 
-// routerFilterName is the well-known name of Envoy's router filter; gRPC
-// requires a terminal filter last in http_filters.
-const routerFilterName = "envoy.filters.http.router"
-
-// Clusters returns one CDS cluster per (hostname, port) of s, in the order
-// of Hostnames and Ports. Each is an EDS cluster fed over ADS, the only
-// kinds grpc-go accepts; headless services are no exception, since
-// proxyless clients balance across the pod IPs themselves.
-func Clusters(s *federation.ServiceView) []*clusterv3.Cluster {
-	var out []*clusterv3.Cluster
+// EncodeClusters returns one CDS cluster per (hostname, port) of s, in the
+// order of Hostnames and Ports. Each is an EDS cluster fed over ADS, the
+// only kinds grpc-go accepts; headless services are no exception, since
+// proxyless clients balance across the pod IPs themselves. Every cluster
+// connects with a timeout of 5s: Envoy's default too, but grpc-go and some
+// Envoy versions treat an unset value differently, so it is spelled out.
+//
+// Like every encoding here, the bytes are those of proto's deterministic
+// marshalling of the messages, written without building them: resource
+// versions are hashes of these bytes, so they must not change from one
+// hub version to the next.
+func EncodeClusters(s *federation.ServiceView) []Encoded {
+	var out []Encoded
 	for _, h := range Hostnames(s) {
 		for _, p := range Ports(s) {
 			name := ClusterName(p.GetPort(), h)
-			out = append(out, &clusterv3.Cluster{
-				Name:                 name,
-				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-				EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
-					EdsConfig:   adsConfigSource(),
-					ServiceName: name,
-				},
-				LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
-				ConnectTimeout: durationpb.New(connectTimeout),
-			})
+			out = append(out, Encoded{Name: name, Value: encodeCluster(name)})
 		}
 	}
 	return out
 }
 
-// Listeners returns one api_listener per (hostname, port) of s: an HTTP
-// connection manager that fetches its routes over ADS (RDS) from the route
-// configuration of the same (hostname, port). An MCS import's
-// ClusterSetIPs get listeners too ("<ip>:<port>", what a client that
-// dials xds:///<ip>:<port> asks for), routed as its clusterset hostname.
-func Listeners(s *federation.ServiceView) []*listenerv3.Listener {
-	var out []*listenerv3.Listener
+// EncodeListeners returns one api_listener per (hostname, port) of s: an
+// HTTP connection manager that fetches its routes over ADS (RDS) from the
+// route configuration of the same (hostname, port), and whose only filter
+// is the router (gRPC requires a terminal filter last). An MCS import's
+// ClusterSetIPs get listeners too ("<ip>:<port>", what a client that dials
+// xds:///<ip>:<port> asks for), routed as its clusterset hostname.
+func EncodeListeners(s *federation.ServiceView) []Encoded {
+	var out []Encoded
 	for _, h := range Hostnames(s) {
 		for _, p := range Ports(s) {
-			out = append(out, listener(ListenerName(h, p.GetPort()), ClusterName(p.GetPort(), h)))
+			name := ListenerName(h, p.GetPort())
+			out = append(out, Encoded{Name: name, Value: encodeListener(name, ClusterName(p.GetPort(), h))})
 		}
 	}
 	for _, ip := range s.ClustersetIPs {
@@ -67,38 +53,19 @@ func Listeners(s *federation.ServiceView) []*listenerv3.Listener {
 			continue // the family has none (its CIDR is exhausted)
 		}
 		for _, p := range Ports(s) {
-			out = append(out, listener(VIPListenerName(ip, p.GetPort()), ClusterName(p.GetPort(), s.ClustersetHostname)))
+			name := VIPListenerName(ip, p.GetPort())
+			out = append(out, Encoded{Name: name, Value: encodeListener(name, ClusterName(p.GetPort(), s.ClustersetHostname))})
 		}
 	}
 	return out
 }
 
-// listener is an api_listener whose routes are the route configuration
-// named route.
-func listener(name, route string) *listenerv3.Listener {
-	hcm := &hcmv3.HttpConnectionManager{
-		StatPrefix: name,
-		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-			ConfigSource:    adsConfigSource(),
-			RouteConfigName: route,
-		}},
-		HttpFilters: []*hcmv3.HttpFilter{{
-			Name:       routerFilterName,
-			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})},
-		}},
-	}
-	return &listenerv3.Listener{
-		Name:        name,
-		ApiListener: &listenerv3.ApiListener{ApiListener: mustAny(hcm)},
-	}
-}
-
-// Routes returns one route configuration per (hostname, port) of s, named
-// like the cluster: one virtual host matching "<host>:<port>" (the
+// EncodeRoutes returns one route configuration per (hostname, port) of s,
+// named like the cluster: one virtual host matching "<host>:<port>" (the
 // authority a gRPC client sends) and "<host>", routing everything to the
 // cluster.
-func Routes(s *federation.ServiceView) []*routev3.RouteConfiguration {
-	var out []*routev3.RouteConfiguration
+func EncodeRoutes(s *federation.ServiceView) []Encoded {
+	var out []Encoded
 	for _, h := range Hostnames(s) {
 		for _, p := range Ports(s) {
 			name := ClusterName(p.GetPort(), h)
@@ -112,42 +79,124 @@ func Routes(s *federation.ServiceView) []*routev3.RouteConfiguration {
 					}
 				}
 			}
-			out = append(out, &routev3.RouteConfiguration{
-				Name: name,
-				VirtualHosts: []*routev3.VirtualHost{{
-					Name:    ListenerName(h, p.GetPort()),
-					Domains: domains,
-					Routes: []*routev3.Route{{
-						Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-						Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-							ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name},
-						}},
-					}},
-				}},
-			})
+			out = append(out, Encoded{Name: name, Value: encodeRoute(name, ListenerName(h, p.GetPort()), domains)})
 		}
 	}
 	return out
 }
 
-// adsConfigSource says "over the same ADS stream", the only config source
-// grpc-go accepts besides "self".
-func adsConfigSource() *corev3.ConfigSource {
-	return &corev3.ConfigSource{
-		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-		ResourceApiVersion:    corev3.ApiVersion_V3,
-	}
+// Field numbers and values of the envoy.config.cluster.v3,
+// envoy.config.listener.v3, envoy.config.route.v3 and
+// envoy.extensions.filters.network.http_connection_manager.v3 messages the
+// encoders write. protobuf-go writes the fields outside a oneof by number,
+// then the set member of each oneof: the encoders write them in that
+// order.
+const (
+	clusterName       = 1 // Cluster
+	clusterType       = 2 // oneof cluster_discovery_type
+	clusterEdsConfig  = 3
+	clusterTimeout    = 4
+	clusterTypeEDS    = 3 // Cluster.DiscoveryType (lb_policy 0 is ROUND_ROBIN: not written)
+	edsConfigSource   = 1 // Cluster.EdsClusterConfig
+	edsServiceName    = 2
+	durationSeconds   = 1 // google.protobuf.Duration
+	configSourceADS   = 3 // ConfigSource, oneof config_source_specifier
+	configSourceAPI   = 6 // resource_api_version
+	apiVersionV3      = 2 // ApiVersion
+	listenerName      = 1 // Listener
+	listenerAPI       = 19
+	apiListenerAny    = 1 // ApiListener
+	anyTypeURL        = 1 // google.protobuf.Any
+	anyValue          = 2
+	hcmStatPrefix     = 2 // HttpConnectionManager
+	hcmRds            = 3 // oneof route_specifier
+	hcmHTTPFilters    = 5
+	rdsConfigSource   = 1 // Rds
+	rdsRouteConfig    = 2
+	filterName        = 1 // HttpFilter
+	filterTypedConfig = 4 // oneof config_type
+	routeConfigName   = 1 // RouteConfiguration
+	routeConfigHosts  = 2
+	vhostName         = 1 // VirtualHost
+	vhostDomains      = 2
+	vhostRoutes       = 3
+	routeMatch        = 1 // Route
+	routeAction       = 2 // oneof action
+	matchPrefix       = 1 // RouteMatch, oneof path_specifier
+	actionCluster     = 1 // RouteAction, oneof cluster_specifier
+)
+
+// Type URLs of the messages the listeners wrap in an Any.
+const (
+	hcmType    = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+	routerType = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+)
+
+// routerFilterName is the well-known name of Envoy's router filter.
+const routerFilterName = "envoy.filters.http.router"
+
+// connectTimeoutSeconds is every cluster's connect_timeout.
+const connectTimeoutSeconds = 5
+
+var (
+	// adsConfigSource says "over the same ADS stream", the only config
+	// source grpc-go accepts besides "self".
+	adsConfigSource = appendMessage(
+		protowire.AppendVarint(protowire.AppendTag(nil, configSourceAPI, protowire.VarintType), apiVersionV3),
+		configSourceADS, nil)
+	connectTimeout = protowire.AppendVarint(protowire.AppendTag(nil, durationSeconds, protowire.VarintType), connectTimeoutSeconds)
+	// routerFilter is the HttpFilter of the router, its config an empty
+	// Router message.
+	routerFilter = appendMessage(appendStringField(nil, filterName, routerFilterName),
+		filterTypedConfig, appendStringField(nil, anyTypeURL, routerType))
+)
+
+func encodeCluster(name string) []byte {
+	eds := appendMessage(nil, edsConfigSource, adsConfigSource)
+	eds = appendStringField(eds, edsServiceName, name)
+	out := appendStringField(nil, clusterName, name)
+	out = appendMessage(out, clusterEdsConfig, eds)
+	out = appendMessage(out, clusterTimeout, connectTimeout)
+	out = protowire.AppendTag(out, clusterType, protowire.VarintType)
+	return protowire.AppendVarint(out, clusterTypeEDS)
 }
 
-// mustAny wraps m in an Any. Marshaling fails only for invalid UTF-8 in a
-// string field or a message over 2 GiB. The messages wrapped here are small
-// and hold only names built from service hostnames, which reached the hub
-// through protobuf decoding (valid UTF-8) and validation (DNS names), so a
-// failure is a bug.
-func mustAny(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
-	if err != nil {
-		panic(fmt.Sprintf("resources: wrapping %T: %v", m, err))
+// encodeListener is an api_listener whose routes are the route
+// configuration named route.
+func encodeListener(name, route string) []byte {
+	rds := appendMessage(nil, rdsConfigSource, adsConfigSource)
+	rds = appendStringField(rds, rdsRouteConfig, route)
+	hcm := appendStringField(nil, hcmStatPrefix, name)
+	hcm = appendMessage(hcm, hcmHTTPFilters, routerFilter)
+	hcm = appendMessage(hcm, hcmRds, rds)
+	anyHCM := appendStringField(nil, anyTypeURL, hcmType)
+	anyHCM = appendMessage(anyHCM, anyValue, hcm)
+	out := appendStringField(nil, listenerName, name)
+	return appendMessage(out, listenerAPI, appendMessage(nil, apiListenerAny, anyHCM))
+}
+
+func encodeRoute(name, host string, domains []string) []byte {
+	match := appendString(nil, matchPrefix, "/")
+	action := appendString(nil, actionCluster, name)
+	route := appendMessage(appendMessage(nil, routeMatch, match), routeAction, action)
+	vhost := appendStringField(nil, vhostName, host)
+	for _, d := range domains {
+		vhost = appendString(vhost, vhostDomains, d)
 	}
-	return a
+	vhost = appendMessage(vhost, vhostRoutes, route)
+	out := appendStringField(nil, routeConfigName, name)
+	return appendMessage(out, routeConfigHosts, vhost)
+}
+
+// appendMessage appends a message field, even an empty one (a set oneof
+// member or an element of a repeated field is written whatever its size).
+func appendMessage(out []byte, num protowire.Number, m []byte) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(out, num, protowire.BytesType), m)
+}
+
+// appendString appends a string field, even an empty one (as a set oneof
+// member or an element of a repeated field is); appendStringField is for
+// the other string fields, left out when empty.
+func appendString(out []byte, num protowire.Number, s string) []byte {
+	return protowire.AppendString(protowire.AppendTag(out, num, protowire.BytesType), s)
 }

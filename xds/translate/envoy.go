@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
@@ -84,8 +83,8 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 			changed[v.Key] = struct{}{}
 		}
 	}
-	shared := map[string]map[string]proto.Message{
-		resourcev3.ClusterType: {}, resourcev3.ListenerType: {}, resourcev3.RouteType: {},
+	shared := map[string]map[string][]byte{
+		resources.ClusterType: {}, resources.ListenerType: {}, resources.RouteType: {},
 	}
 	removed := map[string][]string{}
 	keys := slices.Sorted(maps.Keys(changed))
@@ -101,16 +100,16 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 		}
 		now := &generatedNames{shape: shape}
 		if ok {
-			for _, c := range resources.Clusters(v) {
-				shared[resourcev3.ClusterType][c.GetName()] = c
-				now.clusters = append(now.clusters, c.GetName())
+			for _, c := range resources.EncodeClusters(v) {
+				shared[resources.ClusterType][c.Name] = c.Value
+				now.clusters = append(now.clusters, c.Name)
 			}
-			for _, l := range resources.Listeners(v) {
-				shared[resourcev3.ListenerType][l.GetName()] = l
-				now.listeners = append(now.listeners, l.GetName())
+			for _, l := range resources.EncodeListeners(v) {
+				shared[resources.ListenerType][l.Name] = l.Value
+				now.listeners = append(now.listeners, l.Name)
 			}
-			for _, r := range resources.Routes(v) {
-				shared[resourcev3.RouteType][r.GetName()] = r
+			for _, r := range resources.EncodeRoutes(v) {
+				shared[resources.RouteType][r.Name] = r.Value
 			}
 			e.generated[key] = now
 		} else {
@@ -118,16 +117,16 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 		}
 		if old != nil {
 			gone := without(old.clusters, now.clusters)
-			removed[resourcev3.ClusterType] = append(removed[resourcev3.ClusterType], gone...)
-			removed[resourcev3.RouteType] = append(removed[resourcev3.RouteType], gone...)
-			removed[resourcev3.EndpointType] = append(removed[resourcev3.EndpointType], gone...)
-			removed[resourcev3.ListenerType] = append(removed[resourcev3.ListenerType], without(old.listeners, now.listeners)...)
+			removed[resources.ClusterType] = append(removed[resources.ClusterType], gone...)
+			removed[resources.RouteType] = append(removed[resources.RouteType], gone...)
+			removed[resources.EndpointType] = append(removed[resources.EndpointType], gone...)
+			removed[resources.ListenerType] = append(removed[resources.ListenerType], without(old.listeners, now.listeners)...)
 		}
 	}
 	// Clusters before endpoints, listeners before routes: the order Envoy
 	// wants to avoid dropping traffic.
-	for _, typ := range []string{resourcev3.ClusterType, resourcev3.ListenerType, resourcev3.RouteType} {
-		if u := (SetUpdate{TypeURL: typ, Upserts: in.encodeAll(typ, shared[typ]), Removals: removed[typ]}); in.all || !u.empty() {
+	for _, typ := range []string{resources.ClusterType, resources.ListenerType, resources.RouteType} {
+		if u := (SetUpdate{TypeURL: typ, Upserts: in.wrapAll(typ, shared[typ]), Removals: removed[typ]}); in.all || !u.empty() {
 			in.emit(u)
 		}
 	}
@@ -136,10 +135,10 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 		edsKeys = e.serviceKeys()
 	}
 	for _, v := range views {
-		if v.TypeURL != resourcev3.EndpointType {
+		if v.TypeURL != resources.EndpointType {
 			continue
 		}
-		if u := (SetUpdate{TypeURL: v.TypeURL, View: v.Key, Upserts: e.assignments(in, edsKeys, v.For), Removals: removed[resourcev3.EndpointType]}); !u.empty() {
+		if u := (SetUpdate{TypeURL: v.TypeURL, View: v.Key, Upserts: e.assignments(in, edsKeys, v.For), Removals: removed[resources.EndpointType]}); !u.empty() {
 			in.emit(u)
 		}
 	}
@@ -155,13 +154,11 @@ func (e *envoyTranslator) serviceKeys() []string { return slices.Sorted(maps.Key
 
 func (u SetUpdate) empty() bool { return len(u.Upserts) == 0 && len(u.Removals) == 0 && !u.Drop }
 
-// encodeAll encodes messages by name, sorted by name.
-func (in *input) encodeAll(typeURL string, msgs map[string]proto.Message) []*Resource {
-	out := make([]*Resource, 0, len(msgs))
-	for _, name := range slices.Sorted(maps.Keys(msgs)) {
-		if r, err := in.encode(typeURL, name, msgs[name]); err == nil {
-			out = append(out, r)
-		}
+// wrapAll wraps encodings by name, sorted by name.
+func (in *input) wrapAll(typeURL string, encoded map[string][]byte) []*Resource {
+	out := make([]*Resource, 0, len(encoded))
+	for _, name := range slices.Sorted(maps.Keys(encoded)) {
+		out = append(out, in.resource(typeURL, name, encoded[name]))
 	}
 	return out
 }
@@ -211,7 +208,7 @@ func (e *envoyTranslator) encodeAssignments(in *input, v *federation.ServiceView
 	for _, host := range resources.Hostnames(v) {
 		for _, p := range resources.Ports(v) {
 			b := resources.EncodeLoadAssignment(v, host, p, view, e.gateways)
-			out = append(out, in.resource(resourcev3.EndpointType, resources.ClusterName(p.GetPort(), host), b))
+			out = append(out, in.resource(resources.EndpointType, resources.ClusterName(p.GetPort(), host), b))
 		}
 	}
 	return out
