@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 GO       ?= go
 TOOL     := $(GO) tool -modfile=tools/go.mod
 BIN      := $(CURDIR)/bin
-PROTOS   := $(wildcard federation/federationpb/*.proto) $(wildcard xds/adspb/*.proto)
+PROTOS   := $(wildcard federation/federationpb/*.proto) $(wildcard internal/adspb/*.proto)
 TESTFLAGS ?= -race -count=1 -timeout=15m
 
 .PHONY: help

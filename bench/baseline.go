@@ -23,8 +23,8 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/xds"
-	"github.com/meshfed/meshfed/xds/adspb"
 	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/resources/reference"
 )

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/internal/grpccodec"
-	"github.com/meshfed/meshfed/xds/adspb"
 	"github.com/meshfed/meshfed/xds/translate"
 )
 

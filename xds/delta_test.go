@@ -22,8 +22,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/utils/clock"
 
+	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/internal/grpccodec"
-	"github.com/meshfed/meshfed/xds/adspb"
 )
 
 func TestSubscription(t *testing.T) {

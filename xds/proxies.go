@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/meshfed/meshfed/federation"
-	"github.com/meshfed/meshfed/xds/adspb"
+	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/translate"
 )

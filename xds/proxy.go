@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meshfed/meshfed/federation"
-	"github.com/meshfed/meshfed/xds/adspb"
+	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/xds/resources"
 )
 

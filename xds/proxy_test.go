@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshfed/meshfed/federation"
-	"github.com/meshfed/meshfed/xds/adspb"
+	"github.com/meshfed/meshfed/internal/adspb"
 )
 
 // FuzzProxyFromNode: whatever a proxy puts in its node, reading it never

@@ -18,9 +18,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/internal/grpccodec"
 	"github.com/meshfed/meshfed/internal/liveness"
-	"github.com/meshfed/meshfed/xds/adspb"
 	"github.com/meshfed/meshfed/xds/translate"
 )
 

@@ -11,13 +11,13 @@ import (
 	"sync"
 	"time"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/spoke/imports"
 )
 
@@ -43,13 +43,11 @@ type Source interface {
 var _ Source = (*imports.Store)(nil)
 
 // Server serves istiod over MCP-over-xDS. It implements the one
-// state-of-the-world ADS stream istiod opens itself rather than with
-// go-control-plane's server, which would link every xDS service and
-// Envoy's whole config API into the spoke (5 MB of its 35) for one
-// type that is not Envoy's.
+// state-of-the-world ADS stream istiod opens itself, over the ADS messages
+// of package adspb, rather than with go-control-plane's server and types,
+// which would link every xDS service and Envoy's config API into the spoke
+// for one type that is not Envoy's.
 type Server struct {
-	discovery.UnimplementedAggregatedDiscoveryServiceServer
-
 	cfg Config
 	src Source
 	log *slog.Logger
@@ -86,7 +84,7 @@ func (s *Server) Run(ctx context.Context) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WaitForHandlers(true),
 	)
-	discovery.RegisterAggregatedDiscoveryServiceServer(g, s)
+	adspb.RegisterADSServer(g, s)
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(s.lis) }()
 	s.log.Info("serving istiod the clusterset's services (MCP over xDS)", "addr", s.Addr().String())
@@ -174,9 +172,9 @@ type subscription struct {
 // again. Each response is the full state of its type, echoes the type URL
 // istiod asked with, and carries the resources as built (Anys of
 // istio.mcp.v1alpha1.Resource).
-func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+func (s *Server) StreamAggregatedResources(stream adspb.StreamServer) error {
 	ctx := stream.Context()
-	reqs := make(chan *discovery.DiscoveryRequest)
+	reqs := make(chan *adspb.DiscoveryRequest)
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
@@ -198,7 +196,7 @@ func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryS
 	for {
 		version, entries, changed := s.state()
 		for typ, sub := range subs {
-			resp := &discovery.DiscoveryResponse{TypeUrl: typ, VersionInfo: emptyVersion}
+			resp := &adspb.DiscoveryResponse{TypeUrl: typ, VersionInfo: emptyVersion}
 			if typ == ServiceEntryType {
 				if version == "" {
 					continue
@@ -243,4 +241,10 @@ func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryS
 			}
 		}
 	}
+}
+
+// DeltaAggregatedResources is not served: istiod asks its config sources
+// for the state of the world.
+func (s *Server) DeltaAggregatedResources(adspb.DeltaStreamServer) error {
+	return status.Error(codes.Unimplemented, "delta xDS is not served: MCP is state of the world")
 }

@@ -12,7 +12,9 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
 	mcpv1alpha1 "istio.io/api/mcp/v1alpha1"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 
@@ -245,5 +247,23 @@ func TestInitialWait(t *testing.T) {
 	c := dial(t, s.Addr().String())
 	if resp := c.recv(t, ServiceEntryType); len(resp.GetResources()) != 0 {
 		t.Errorf("%d entries without a hub", len(resp.GetResources()))
+	}
+}
+
+// TestDeltaIsRefused: a delta stream is told, in gRPC's terms, that the
+// server speaks only the state of the world.
+func TestDeltaIsRefused(t *testing.T) {
+	s, _ := serve(t, time.Hour)
+	conn, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); grpcstatus.Code(err) != codes.Unimplemented {
+		t.Errorf("a delta stream ended with %v, want Unimplemented", err)
 	}
 }

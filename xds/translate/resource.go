@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/meshfed/meshfed/xds/adspb"
+	"github.com/meshfed/meshfed/internal/adspb"
 )
 
 // Resource is one resource, encoded once. Sets of several views and the

@@ -13,7 +13,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: xds/adspb/ads.proto
+// source: internal/adspb/ads.proto
 
 package adspb
 
@@ -49,7 +49,7 @@ type DiscoveryRequest struct {
 
 func (x *DiscoveryRequest) Reset() {
 	*x = DiscoveryRequest{}
-	mi := &file_xds_adspb_ads_proto_msgTypes[0]
+	mi := &file_internal_adspb_ads_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -61,7 +61,7 @@ func (x *DiscoveryRequest) String() string {
 func (*DiscoveryRequest) ProtoMessage() {}
 
 func (x *DiscoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_adspb_ads_proto_msgTypes[0]
+	mi := &file_internal_adspb_ads_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -74,7 +74,7 @@ func (x *DiscoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveryRequest.ProtoReflect.Descriptor instead.
 func (*DiscoveryRequest) Descriptor() ([]byte, []int) {
-	return file_xds_adspb_ads_proto_rawDescGZIP(), []int{0}
+	return file_internal_adspb_ads_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *DiscoveryRequest) GetVersionInfo() string {
@@ -132,7 +132,7 @@ type DiscoveryResponse struct {
 
 func (x *DiscoveryResponse) Reset() {
 	*x = DiscoveryResponse{}
-	mi := &file_xds_adspb_ads_proto_msgTypes[1]
+	mi := &file_internal_adspb_ads_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -144,7 +144,7 @@ func (x *DiscoveryResponse) String() string {
 func (*DiscoveryResponse) ProtoMessage() {}
 
 func (x *DiscoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_adspb_ads_proto_msgTypes[1]
+	mi := &file_internal_adspb_ads_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -157,7 +157,7 @@ func (x *DiscoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveryResponse.ProtoReflect.Descriptor instead.
 func (*DiscoveryResponse) Descriptor() ([]byte, []int) {
-	return file_xds_adspb_ads_proto_rawDescGZIP(), []int{1}
+	return file_internal_adspb_ads_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *DiscoveryResponse) GetVersionInfo() string {
@@ -204,7 +204,7 @@ type DeltaDiscoveryRequest struct {
 
 func (x *DeltaDiscoveryRequest) Reset() {
 	*x = DeltaDiscoveryRequest{}
-	mi := &file_xds_adspb_ads_proto_msgTypes[2]
+	mi := &file_internal_adspb_ads_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -216,7 +216,7 @@ func (x *DeltaDiscoveryRequest) String() string {
 func (*DeltaDiscoveryRequest) ProtoMessage() {}
 
 func (x *DeltaDiscoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_adspb_ads_proto_msgTypes[2]
+	mi := &file_internal_adspb_ads_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -229,7 +229,7 @@ func (x *DeltaDiscoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaDiscoveryRequest.ProtoReflect.Descriptor instead.
 func (*DeltaDiscoveryRequest) Descriptor() ([]byte, []int) {
-	return file_xds_adspb_ads_proto_rawDescGZIP(), []int{2}
+	return file_internal_adspb_ads_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DeltaDiscoveryRequest) GetNode() *Node {
@@ -295,7 +295,7 @@ type DeltaDiscoveryResponse struct {
 
 func (x *DeltaDiscoveryResponse) Reset() {
 	*x = DeltaDiscoveryResponse{}
-	mi := &file_xds_adspb_ads_proto_msgTypes[3]
+	mi := &file_internal_adspb_ads_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +307,7 @@ func (x *DeltaDiscoveryResponse) String() string {
 func (*DeltaDiscoveryResponse) ProtoMessage() {}
 
 func (x *DeltaDiscoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_adspb_ads_proto_msgTypes[3]
+	mi := &file_internal_adspb_ads_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +320,7 @@ func (x *DeltaDiscoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaDiscoveryResponse.ProtoReflect.Descriptor instead.
 func (*DeltaDiscoveryResponse) Descriptor() ([]byte, []int) {
-	return file_xds_adspb_ads_proto_rawDescGZIP(), []int{3}
+	return file_internal_adspb_ads_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DeltaDiscoveryResponse) GetSystemVersionInfo() string {
@@ -370,7 +370,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_xds_adspb_ads_proto_msgTypes[4]
+	mi := &file_internal_adspb_ads_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +382,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_adspb_ads_proto_msgTypes[4]
+	mi := &file_internal_adspb_ads_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +395,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_xds_adspb_ads_proto_rawDescGZIP(), []int{4}
+	return file_internal_adspb_ads_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Resource) GetVersion() string {
@@ -436,7 +436,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_xds_adspb_ads_proto_msgTypes[5]
+	mi := &file_internal_adspb_ads_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +448,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_adspb_ads_proto_msgTypes[5]
+	mi := &file_internal_adspb_ads_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +461,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_xds_adspb_ads_proto_rawDescGZIP(), []int{5}
+	return file_internal_adspb_ads_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Node) GetId() string {
@@ -525,7 +525,7 @@ type Locality struct {
 
 func (x *Locality) Reset() {
 	*x = Locality{}
-	mi := &file_xds_adspb_ads_proto_msgTypes[6]
+	mi := &file_internal_adspb_ads_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +537,7 @@ func (x *Locality) String() string {
 func (*Locality) ProtoMessage() {}
 
 func (x *Locality) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_adspb_ads_proto_msgTypes[6]
+	mi := &file_internal_adspb_ads_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +550,7 @@ func (x *Locality) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Locality.ProtoReflect.Descriptor instead.
 func (*Locality) Descriptor() ([]byte, []int) {
-	return file_xds_adspb_ads_proto_rawDescGZIP(), []int{6}
+	return file_internal_adspb_ads_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Locality) GetRegion() string {
@@ -586,7 +586,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_xds_adspb_ads_proto_msgTypes[7]
+	mi := &file_internal_adspb_ads_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +598,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_xds_adspb_ads_proto_msgTypes[7]
+	mi := &file_internal_adspb_ads_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +611,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_xds_adspb_ads_proto_rawDescGZIP(), []int{7}
+	return file_internal_adspb_ads_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Status) GetCode() int32 {
@@ -635,11 +635,11 @@ func (x *Status) GetDetails() []*anypb.Any {
 	return nil
 }
 
-var File_xds_adspb_ads_proto protoreflect.FileDescriptor
+var File_internal_adspb_ads_proto protoreflect.FileDescriptor
 
-const file_xds_adspb_ads_proto_rawDesc = "" +
+const file_internal_adspb_ads_proto_rawDesc = "" +
 	"\n" +
-	"\x13xds/adspb/ads.proto\x12\x0emeshfed.ads.v1\x1a\x19google/protobuf/any.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x83\x02\n" +
+	"\x18internal/adspb/ads.proto\x12\x0emeshfed.ads.v1\x1a\x19google/protobuf/any.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x83\x02\n" +
 	"\x10DiscoveryRequest\x12!\n" +
 	"\fversion_info\x18\x01 \x01(\tR\vversionInfo\x12(\n" +
 	"\x04node\x18\x02 \x01(\v2\x14.meshfed.ads.v1.NodeR\x04node\x12%\n" +
@@ -689,22 +689,22 @@ const file_xds_adspb_ads_proto_rawDesc = "" +
 	"\x06Status\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
-	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetailsB&Z$github.com/meshfed/meshfed/xds/adspbb\x06proto3"
+	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetailsB+Z)github.com/meshfed/meshfed/internal/adspbb\x06proto3"
 
 var (
-	file_xds_adspb_ads_proto_rawDescOnce sync.Once
-	file_xds_adspb_ads_proto_rawDescData []byte
+	file_internal_adspb_ads_proto_rawDescOnce sync.Once
+	file_internal_adspb_ads_proto_rawDescData []byte
 )
 
-func file_xds_adspb_ads_proto_rawDescGZIP() []byte {
-	file_xds_adspb_ads_proto_rawDescOnce.Do(func() {
-		file_xds_adspb_ads_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_xds_adspb_ads_proto_rawDesc), len(file_xds_adspb_ads_proto_rawDesc)))
+func file_internal_adspb_ads_proto_rawDescGZIP() []byte {
+	file_internal_adspb_ads_proto_rawDescOnce.Do(func() {
+		file_internal_adspb_ads_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_internal_adspb_ads_proto_rawDesc), len(file_internal_adspb_ads_proto_rawDesc)))
 	})
-	return file_xds_adspb_ads_proto_rawDescData
+	return file_internal_adspb_ads_proto_rawDescData
 }
 
-var file_xds_adspb_ads_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
-var file_xds_adspb_ads_proto_goTypes = []any{
+var file_internal_adspb_ads_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_internal_adspb_ads_proto_goTypes = []any{
 	(*DiscoveryRequest)(nil),       // 0: meshfed.ads.v1.DiscoveryRequest
 	(*DiscoveryResponse)(nil),      // 1: meshfed.ads.v1.DiscoveryResponse
 	(*DeltaDiscoveryRequest)(nil),  // 2: meshfed.ads.v1.DeltaDiscoveryRequest
@@ -717,7 +717,7 @@ var file_xds_adspb_ads_proto_goTypes = []any{
 	(*anypb.Any)(nil),              // 9: google.protobuf.Any
 	(*structpb.Struct)(nil),        // 10: google.protobuf.Struct
 }
-var file_xds_adspb_ads_proto_depIdxs = []int32{
+var file_internal_adspb_ads_proto_depIdxs = []int32{
 	5,  // 0: meshfed.ads.v1.DiscoveryRequest.node:type_name -> meshfed.ads.v1.Node
 	7,  // 1: meshfed.ads.v1.DiscoveryRequest.error_detail:type_name -> meshfed.ads.v1.Status
 	9,  // 2: meshfed.ads.v1.DiscoveryResponse.resources:type_name -> google.protobuf.Any
@@ -736,26 +736,26 @@ var file_xds_adspb_ads_proto_depIdxs = []int32{
 	0,  // [0:11] is the sub-list for field type_name
 }
 
-func init() { file_xds_adspb_ads_proto_init() }
-func file_xds_adspb_ads_proto_init() {
-	if File_xds_adspb_ads_proto != nil {
+func init() { file_internal_adspb_ads_proto_init() }
+func file_internal_adspb_ads_proto_init() {
+	if File_internal_adspb_ads_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_xds_adspb_ads_proto_rawDesc), len(file_xds_adspb_ads_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_adspb_ads_proto_rawDesc), len(file_internal_adspb_ads_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_xds_adspb_ads_proto_goTypes,
-		DependencyIndexes: file_xds_adspb_ads_proto_depIdxs,
-		MessageInfos:      file_xds_adspb_ads_proto_msgTypes,
+		GoTypes:           file_internal_adspb_ads_proto_goTypes,
+		DependencyIndexes: file_internal_adspb_ads_proto_depIdxs,
+		MessageInfos:      file_internal_adspb_ads_proto_msgTypes,
 	}.Build()
-	File_xds_adspb_ads_proto = out.File
-	file_xds_adspb_ads_proto_goTypes = nil
-	file_xds_adspb_ads_proto_depIdxs = nil
+	File_internal_adspb_ads_proto = out.File
+	file_internal_adspb_ads_proto_goTypes = nil
+	file_internal_adspb_ads_proto_depIdxs = nil
 }

@@ -3,6 +3,7 @@ package adspb_test
 import (
 	"testing"
 
+	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
@@ -11,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/meshfed/meshfed/xds/adspb"
+	"github.com/meshfed/meshfed/internal/adspb"
 )
 
 func node() *corev3.Node {
@@ -23,8 +24,8 @@ func node() *corev3.Node {
 		UserAgentVersionType: &corev3.Node_UserAgentVersion{UserAgentVersion: "1.36"},
 		ClientFeatures:       []string{"envoy.lb.does_not_support_overprovisioning"},
 		// Read by no one here: kept as unknown fields.
-		Extensions:         []*corev3.Extension{{Name: "x", Category: "c"}},
-		ListeningAddresses: []*corev3.Address{{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: "/p"}}}},
+		Extensions:        []*corev3.Extension{{Name: "x", Category: "c"}},
+		DynamicParameters: map[string]*xdscorev3.ContextParams{"k": {Params: map[string]string{"a": "b"}}},
 	}
 }
 
@@ -47,6 +48,7 @@ func TestWireCompatible(t *testing.T) {
 		},
 		ours: &adspb.DiscoveryRequest{},
 		check: func(t *testing.T, m proto.Message) {
+			t.Helper()
 			r := m.(*adspb.DiscoveryRequest)
 			n := r.GetNode()
 			if r.GetVersionInfo() != "v1" || len(r.GetResourceNames()) != 2 || r.GetTypeUrl() != "t" || r.GetResponseNonce() != "7" ||
@@ -60,6 +62,7 @@ func TestWireCompatible(t *testing.T) {
 		envoy: &discovery.DiscoveryResponse{VersionInfo: "v", Resources: []*anypb.Any{any1, any1}, TypeUrl: "t", Nonce: "1", Canary: true},
 		ours:  &adspb.DiscoveryResponse{},
 		check: func(t *testing.T, m proto.Message) {
+			t.Helper()
 			if r := m.(*adspb.DiscoveryResponse); len(r.GetResources()) != 2 || r.GetNonce() != "1" || r.GetVersionInfo() != "v" {
 				t.Errorf("read %v", r)
 			}
@@ -71,6 +74,7 @@ func TestWireCompatible(t *testing.T) {
 		},
 		ours: &adspb.DeltaDiscoveryRequest{},
 		check: func(t *testing.T, m proto.Message) {
+			t.Helper()
 			r := m.(*adspb.DeltaDiscoveryRequest)
 			if r.GetNode().GetId() == "" || r.GetTypeUrl() != "t" || len(r.GetResourceNamesSubscribe()) != 1 || len(r.GetResourceNamesUnsubscribe()) != 2 ||
 				r.GetInitialResourceVersions()["d"] != "2" || r.GetResponseNonce() != "5" || r.GetErrorDetail().GetCode() != 3 {
@@ -84,6 +88,7 @@ func TestWireCompatible(t *testing.T) {
 		},
 		ours: &adspb.DeltaDiscoveryResponse{},
 		check: func(t *testing.T, m proto.Message) {
+			t.Helper()
 			r := m.(*adspb.DeltaDiscoveryResponse)
 			if r.GetSystemVersionInfo() != "s" || r.GetNonce() != "n" || len(r.GetRemovedResources()) != 1 ||
 				r.GetResources()[0].GetName() != "a" || r.GetResources()[0].GetVersion() != "1" || !proto.Equal(r.GetResources()[0].GetResource(), any1) {
