@@ -324,8 +324,9 @@ func TestCacheWildcardDeltaCatchesUp(t *testing.T) {
 		t.Fatalf("ACK after more changes than the log holds got %v, want b", got)
 	}
 	s := c.sets[setKey{AddressType, ""}]
-	if len(s.recent) != maxRecent {
-		t.Errorf("the log has %d entries, want %d", len(s.recent), maxRecent)
+	if len(s.recent) != maxRecent || s.recent[0].rev != s.rev-maxRecent+1 || s.recent[maxRecent-1].rev != s.rev {
+		t.Errorf("the log has %d entries, of revisions %d to %d; want %d, the last %d of %d", len(s.recent),
+			s.recent[0].rev, s.recent[len(s.recent)-1].rev, maxRecent, maxRecent, s.rev)
 	}
 	if gone.sub.set != s || gone.sub.rev >= s.rev-maxRecent {
 		t.Errorf("the client that stopped ACKing is at revision %d of %d, want one beyond the log", gone.sub.rev, s.rev)
