@@ -514,7 +514,7 @@ func deltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
 	}
 	returned := w.sub.versions
 	next := make(map[string]string, len(returned))
-	r := &deltaResp{typeURL: w.typeURL, version: s.version}
+	r := &deltaResp{typeURL: w.typeURL, version: s.version, watch: w}
 	for name := range w.sub.names {
 		if e, ok := s.entries[name]; ok {
 			next[name] = e.Version
@@ -675,6 +675,9 @@ type deltaResp struct {
 	encoded *encodedResponse
 	// err ends the stream instead of answering it.
 	err error
+	// watch is the watch a by-name answer answers (nil for a wildcard
+	// one): only the type's open watch's answer is sent.
+	watch *deltaWatch
 }
 
 // encodedResponse is a delta response encoded once, without a nonce, for

@@ -63,6 +63,7 @@ type deltaStream struct {
 // deltaType is a stream's state for one type.
 type deltaType struct {
 	sub    *subscription
+	watch  *deltaWatch // the open watch
 	cancel func()
 }
 
@@ -72,7 +73,7 @@ func (h *deltaHandler) serve(stream adspb.DeltaStreamServer) error {
 		id:        streamID{delta: true, id: h.streams.Add(1)},
 		send:      stream.SendMsg,
 		types:     map[string]*deltaType{},
-		responses: make(chan *deltaResp, maxTypesPerStream),
+		responses: make(chan *deltaResp, responsesPerStream),
 	}
 	if err := h.proxies.opened(stream.Context(), st.id); err != nil {
 		return err
@@ -116,6 +117,13 @@ func (h *deltaHandler) serve(stream adspb.DeltaStreamServer) error {
 // for types the hub does not serve (they are never answered), but not for
 // an unbounded number of them.
 const maxTypesPerStream = 32
+
+// responsesPerStream is the room of a stream's channel of answers, which
+// the cache sends on under its lock and so must never find full. A
+// stream sends (or drops) every answer waiting before it reads a request;
+// while it reads one, each type's open watch may answer once, and the
+// watch that replaces the request's type's may answer at once.
+const responsesPerStream = maxTypesPerStream + 1
 
 // receive reads requests into a channel until ctx ends or the stream
 // breaks (then it closes the channel). It does not outlive the stream:
@@ -162,7 +170,14 @@ func (st *deltaStream) respond(resp *deltaResp) error {
 	if resp.err != nil {
 		return resp.err
 	}
-	if !t.sub.wildcard {
+	if resp.watch != nil { // an answer by name
+		if resp.watch != t.watch {
+			// The watch was replaced since, and its successor answers
+			// from the versions this one was computed from. A wildcard
+			// answer is never stale: the cache marked the subscription
+			// as holding its revision when it made it.
+			return nil
+		}
 		t.sub.versions = resp.returned
 	}
 	st.nonce++
@@ -208,8 +223,7 @@ func (st *deltaStream) request(req *adspb.DeltaDiscoveryRequest) error {
 		return err
 	}
 	view := translate.ViewFor(typeURL, p.View()).Key
-	t.cancel = st.h.cache.watchDelta(view, &deltaWatch{
-		typeURL: typeURL, first: req.GetResponseNonce() == "", sub: t.sub, ch: st.responses,
-	})
+	t.watch = &deltaWatch{typeURL: typeURL, first: req.GetResponseNonce() == "", sub: t.sub, ch: st.responses}
+	t.cancel = st.h.cache.watchDelta(view, t.watch)
 	return nil
 }

@@ -259,3 +259,33 @@ func TestNackSeriesFromTheStart(t *testing.T) {
 		t.Errorf("%d series of meshfed_xds_nacks_total, want one per type served (CDS, EDS, LDS, RDS, Address, Authorization)", n)
 	}
 }
+
+// TestDeltaDropsAnswersOfReplacedWatches: an answer by name that a
+// request overtook (its watch replaced) is neither sent nor taken as what
+// the proxy holds; the new watch answers from what the proxy had.
+func TestDeltaDropsAnswersOfReplacedWatches(t *testing.T) {
+	h := newDeltaHandler(t)
+	update(t, h.cache, resourcev3.ClusterType, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
+	var sent []any
+	st := &deltaStream{h: h, send: func(m any) error { sent = append(sent, m); return nil }, types: map[string]*deltaType{}, responses: make(chan *deltaResp, responsesPerStream)}
+	if err := st.request(&adspb.DeltaDiscoveryRequest{Node: &adspb.Node{Id: "p"}, TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	overtaken := <-st.responses // a, for the first watch
+	if err := st.request(&adspb.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType, ResourceNamesSubscribe: []string{"b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.respond(overtaken); err != nil || len(sent) != 0 {
+		t.Fatalf("the overtaken answer was sent (%d messages, %v)", len(sent), err)
+	}
+	if len(st.types[resourcev3.ClusterType].sub.versions) != 0 {
+		t.Errorf("the overtaken answer's versions were kept: %v", st.types[resourcev3.ClusterType].sub.versions)
+	}
+	r := <-st.responses
+	if err := st.respond(r); err != nil || len(sent) != 1 {
+		t.Fatalf("the new watch's answer: %d messages sent, %v", len(sent), err)
+	}
+	if got := names(sent[0].(*adspb.DeltaDiscoveryResponse).GetResources()); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("the new watch sent %v, want a and b: the proxy never got a", got)
+	}
+}

@@ -111,7 +111,7 @@ func (h *sotwHandler) serve(stream adspb.StreamServer) error {
 		id:        streamID{id: h.streams.Add(1)},
 		send:      stream.Send,
 		types:     map[string]*sotwType{},
-		responses: make(chan *response, maxTypesPerStream),
+		responses: make(chan *response, responsesPerStream),
 	}
 	if err := h.proxies.opened(stream.Context(), st.id); err != nil {
 		return err
@@ -139,9 +139,27 @@ func (h *sotwHandler) serve(stream adspb.StreamServer) error {
 			if !ok {
 				return nil // the proxy closed the stream, or it broke
 			}
+			// Answers already made go out first: the channel must have
+			// room for those the request's watch and the others make.
+			if err := st.drain(); err != nil {
+				return err
+			}
 			if err := st.request(req); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+func (st *sotwStream) drain() error {
+	for {
+		select {
+		case resp := <-st.responses:
+			if err := st.respond(resp); err != nil {
+				return err
+			}
+		default:
+			return nil
 		}
 	}
 }

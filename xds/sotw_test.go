@@ -11,8 +11,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/xds/translate"
 	"github.com/meshfed/meshfed/xds/xdstest"
 )
@@ -209,5 +211,35 @@ func TestSotwStreamRefusals(t *testing.T) {
 	}
 	if err := <-c.errc; status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("too many types: %v, want ResourceExhausted", err)
+	}
+}
+
+// TestSotwDropsAnswersOfReplacedWatches: an answer a request overtook
+// (its watch replaced) is not sent, nor taken as what the proxy holds;
+// the new watch answers from what the proxy had.
+func TestSotwDropsAnswersOfReplacedWatches(t *testing.T) {
+	h := newDeltaHandler(t)
+	s := &sotwHandler{cache: h.cache, proxies: h.proxies, ready: h.ready, stopping: h.stopping}
+	update(t, s.cache, resourcev3.RouteType, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
+	var sent []*adspb.DiscoveryResponse
+	st := &sotwStream{h: s, send: func(m *adspb.DiscoveryResponse) error { sent = append(sent, m); return nil }, types: map[string]*sotwType{}, responses: make(chan *response, responsesPerStream)}
+	if err := st.request(&adspb.DiscoveryRequest{Node: &adspb.Node{Id: "p"}, TypeUrl: resourcev3.RouteType, ResourceNames: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	overtaken := <-st.responses // a, for the first watch
+	if err := st.request(&adspb.DiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNames: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.respond(overtaken); err != nil || len(sent) != 0 {
+		t.Fatalf("the overtaken answer was sent (%d messages, %v)", len(sent), err)
+	}
+	if len(st.types[resourcev3.RouteType].sub.returned) != 0 {
+		t.Errorf("the overtaken answer's versions were kept: %v", st.types[resourcev3.RouteType].sub.returned)
+	}
+	if err := st.respond(<-st.responses); err != nil || len(sent) != 1 {
+		t.Fatalf("the new watch's answer: %d messages sent, %v", len(sent), err)
+	}
+	if got := len(sent[0].GetResources()); got != 2 {
+		t.Errorf("the new watch sent %d resources, want a and b: the proxy never got a", got)
 	}
 }
