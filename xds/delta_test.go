@@ -126,7 +126,7 @@ func newDeltaHandler(t *testing.T) *deltaHandler {
 	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})})
 	ready := make(chan struct{})
 	close(ready)
-	return &deltaHandler{cache: NewCache(), proxies: p, ready: ready, stopping: t.Context().Done()}
+	return &deltaHandler{streamHandler{cache: NewCache(), proxies: p, ready: ready, stopping: t.Context().Done()}}
 }
 
 // open serves a stream until the test ends or end is called; done has

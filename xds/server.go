@@ -182,8 +182,8 @@ func (s *Server) Run(ctx context.Context, first <-chan Snapshot) error {
 	}
 	g := grpc.NewServer(opts...)
 	adspb.RegisterADSServer(g, ads{
-		sotw:  &sotwHandler{cache: s.cache, proxies: s.proxies, ready: s.ready, stopping: ctx.Done()},
-		delta: &deltaHandler{cache: s.cache, proxies: s.proxies, ready: s.ready, stopping: ctx.Done()},
+		sotw:  &sotwHandler{streamHandler{cache: s.cache, proxies: s.proxies, ready: s.ready, stopping: ctx.Done()}},
+		delta: &deltaHandler{streamHandler{cache: s.cache, proxies: s.proxies, ready: s.ready, stopping: ctx.Done()}},
 	})
 
 	errc := make(chan error, 1)

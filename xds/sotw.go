@@ -1,13 +1,7 @@
 package xds
 
 import (
-	"context"
-	"errors"
 	"strconv"
-	"sync/atomic"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/xds/translate"
@@ -19,13 +13,7 @@ import (
 // one that does not answer the type's latest response (a stale nonce) is
 // ignored; a response goes out when the proxy lacks something, or at once
 // for a type's first request.
-type sotwHandler struct {
-	cache    *Cache
-	proxies  *proxies
-	ready    <-chan struct{} // closed once the first snapshot is pushed
-	stopping <-chan struct{}
-	streams  atomic.Int64
-}
+type sotwHandler struct{ streamHandler }
 
 // sotwStream is one stream's state, owned by its goroutine.
 type sotwStream struct {
@@ -100,11 +88,6 @@ func (s *sotwSubscription) update(names []string) {
 	}
 }
 
-// StreamAggregatedResources serves one state-of-the-world ADS stream.
-func (a ads) StreamAggregatedResources(stream adspb.StreamServer) error {
-	return a.sotw.serve(stream)
-}
-
 func (h *sotwHandler) serve(stream adspb.StreamServer) error {
 	st := &sotwStream{
 		h:         h,
@@ -113,54 +96,12 @@ func (h *sotwHandler) serve(stream adspb.StreamServer) error {
 		types:     map[string]*sotwType{},
 		responses: make(chan *response, responsesPerStream),
 	}
-	if err := h.proxies.opened(stream.Context(), st.id); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(stream.Context())
-	reqs := receive(ctx, stream.Recv)
-	defer func() {
-		cancel()
-		for _, t := range st.types {
-			t.cancel()
-		}
-		h.proxies.closed(st.id)
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-h.stopping:
-			return nil
-		case resp := <-st.responses:
-			if err := st.respond(resp); err != nil {
-				return err
-			}
-		case req, ok := <-reqs:
-			if !ok {
-				return nil // the proxy closed the stream, or it broke
-			}
-			// Answers already made go out first: the channel must have
-			// room for those the request's watch and the others make.
-			if err := st.drain(); err != nil {
-				return err
-			}
-			if err := st.request(req); err != nil {
-				return err
-			}
-		}
-	}
+	return serveStream(stream.Context(), &h.streamHandler, st.id, stream.Recv, st.responses, st)
 }
 
-func (st *sotwStream) drain() error {
-	for {
-		select {
-		case resp := <-st.responses:
-			if err := st.respond(resp); err != nil {
-				return err
-			}
-		default:
-			return nil
-		}
+func (st *sotwStream) cancel() {
+	for _, t := range st.types {
+		t.cancel()
 	}
 }
 
@@ -181,21 +122,13 @@ func (st *sotwStream) respond(resp *response) error {
 // request records a request in the proxy book and, unless its nonce is
 // stale, updates the type's subscription and opens its next watch.
 func (st *sotwStream) request(req *adspb.DiscoveryRequest) error {
-	select {
-	case <-st.h.ready:
-	case <-st.h.stopping:
-		return errors.New("xds server stopping")
+	typeURL := req.GetTypeUrl()
+	t := st.types[typeURL]
+	if err := st.h.admit(typeURL, len(st.types), t == nil); err != nil {
+		return err
 	}
 	if req.GetNode() != nil {
 		st.node = req.GetNode()
-	}
-	typeURL := req.GetTypeUrl()
-	if typeURL == "" {
-		return status.Error(codes.InvalidArgument, "type URL is required for ADS")
-	}
-	t := st.types[typeURL]
-	if t == nil && len(st.types) == maxTypesPerStream {
-		return status.Errorf(codes.ResourceExhausted, "a stream may watch %d types at most", maxTypesPerStream)
 	}
 	names := req.GetResourceNames()
 	// The book sees every request, stale ones too: an ACK is an ACK.
