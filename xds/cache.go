@@ -495,7 +495,7 @@ func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 	// LDS and CDS responses are the whole state; EDS and RDS responses
 	// carry only what the proxy does not have yet.
 	full := always || w.typeURL == resources.ListenerType || w.typeURL == resources.ClusterType
-	r := &response{typeURL: w.typeURL, watch: w, version: s.version, returned: make(map[string]string, len(names)), resources: make([]*anypb.Any, 0, len(names))}
+	r := &response{watch: w, version: s.version, returned: make(map[string]string, len(names)), resources: make([]*anypb.Any, 0, len(names))}
 	for _, n := range names {
 		e := s.entries[n]
 		if full || returned[n] != e.Version {
@@ -652,10 +652,9 @@ func (r *deltaResp) finish(returned map[string]string, always bool) *deltaResp {
 }
 
 // response is a state-of-the-world response over shared, encoded
-// resources, the watch it answers, and the versions the proxy holds once
-// it has it.
+// resources, the watch it answers (and so its type), and the versions the
+// proxy holds once it has it.
 type response struct {
-	typeURL   string
 	watch     *sotwWatch
 	version   string
 	resources []*anypb.Any

@@ -118,15 +118,25 @@ func (f *fakeDeltaStream) recv(t *testing.T) *adspb.DeltaDiscoveryResponse {
 	}
 }
 
-// newDeltaHandler returns a handler over an empty cache, serving.
-func newDeltaHandler(t *testing.T) *deltaHandler {
+// newHandlers returns a state-of-the-world and a delta handler over one
+// empty cache and proxy book, serving.
+func newHandlers(t *testing.T) (*sotwHandler, *deltaHandler) {
 	t.Helper()
 	m := newMetrics(prometheus.NewRegistry(), func() int64 { return 0 })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})})
 	ready := make(chan struct{})
 	close(ready)
-	return &deltaHandler{streamHandler{cache: NewCache(), proxies: p, ready: ready, stopping: t.Context().Done()}}
+	c := NewCache()
+	return &sotwHandler{streamHandler{cache: c, proxies: p, ready: ready, stopping: t.Context().Done()}},
+		&deltaHandler{streamHandler{cache: c, proxies: p, ready: ready, stopping: t.Context().Done()}}
+}
+
+// newDeltaHandler returns a delta handler over an empty cache, serving.
+func newDeltaHandler(t *testing.T) *deltaHandler {
+	t.Helper()
+	_, h := newHandlers(t)
+	return h
 }
 
 // open serves a stream until the test ends or end is called; done has

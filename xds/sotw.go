@@ -108,15 +108,16 @@ func (st *sotwStream) cancel() {
 // respond sends a watch's answer, unless a later request of its type
 // replaced the watch (the new watch answers for itself).
 func (st *sotwStream) respond(resp *response) error {
-	t := st.types[resp.typeURL]
+	typeURL := resp.watch.typeURL
+	t := st.types[typeURL]
 	if t == nil || t.watch != resp.watch {
 		return nil
 	}
 	st.nonce++
 	t.nonce = strconv.FormatInt(st.nonce, 10)
 	t.sub.returned = resp.returned
-	st.h.proxies.sent(st.id, resp.typeURL, t.nonce, resp.version)
-	return st.send(&adspb.DiscoveryResponse{VersionInfo: resp.version, Resources: resp.resources, TypeUrl: resp.typeURL, Nonce: t.nonce})
+	st.h.proxies.sent(st.id, typeURL, t.nonce, resp.version)
+	return st.send(&adspb.DiscoveryResponse{VersionInfo: resp.version, Resources: resp.resources, TypeUrl: typeURL, Nonce: t.nonce})
 }
 
 // request records a request in the proxy book and, unless its nonce is

@@ -218,8 +218,7 @@ func TestSotwStreamRefusals(t *testing.T) {
 // (its watch replaced) is not sent, nor taken as what the proxy holds;
 // the new watch answers from what the proxy had.
 func TestSotwDropsAnswersOfReplacedWatches(t *testing.T) {
-	h := newDeltaHandler(t)
-	s := &sotwHandler{streamHandler{cache: h.cache, proxies: h.proxies, ready: h.ready, stopping: h.stopping}}
+	s, _ := newHandlers(t)
 	update(t, s.cache, resourcev3.RouteType, map[string]proto.Message{"a": cluster("a", 1), "b": cluster("b", 1)})
 	var sent []*adspb.DiscoveryResponse
 	st := &sotwStream{h: s, send: func(m *adspb.DiscoveryResponse) error { sent = append(sent, m); return nil }, types: map[string]*sotwType{}, responses: make(chan *response, responsesPerStream)}
