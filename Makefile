@@ -93,7 +93,7 @@ test test-e2e test-istiod bench-e2e chaos: export KUBEBUILDER_ASSETS := $(TESTAS
 test-istiod: export MESHFED_REQUIRE_ISTIOD := 1
 
 # The packages whose Go benchmarks time hot paths (fast at -benchtime=1x).
-HOTPATHS := ./federation/syncproto ./hub/registry ./xds/resources ./xds/translate ./xds/workloads ./spoke/shard ./spoke/uplink
+HOTPATHS := ./federation/syncproto ./hub/registry ./xds ./xds/resources ./xds/translate ./xds/workloads ./spoke/shard ./spoke/uplink
 
 .PHONY: bench
 bench: build ## Run the load harness, short (meshfed vs the baseline, a table), and the hot-path benchmarks once.

@@ -2,8 +2,6 @@ package xds
 
 import (
 	"cmp"
-	"hash/fnv"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +35,7 @@ type set struct {
 	// sum is the XOR of a hash of each entry's name and version, kept
 	// as entries change.
 	sum     uint64
-	entries map[string]*entry
+	entries entries
 	// rev counts the set's changes, and recent holds the names the latest
 	// ones changed (oldest first), so that a wildcard delta client in sync
 	// at an earlier revision is compared on those names only.
@@ -78,7 +76,7 @@ type tombstone struct {
 // many as it has entries beyond that.
 const minTombstones = 1024
 
-func newSet() *set { return &set{entries: map[string]*entry{}} }
+func newSet(table *nameTable) *set { return &set{entries: newEntries(table)} }
 
 // track starts keeping revisions and removals, for the set's first
 // wildcard delta client: sets that only clients by name read (EDS, one
@@ -88,15 +86,15 @@ func (s *set) track() {
 	if s.revs != nil {
 		return
 	}
-	s.revs, s.removed, s.floor = make(map[string]uint64, len(s.entries)), map[string]uint64{}, s.rev
-	for name := range s.entries {
-		s.revs[name] = s.rev
+	s.revs, s.removed, s.floor = make(map[string]uint64, s.entries.len()), map[string]uint64{}, s.rev
+	for e := range s.entries.all {
+		s.revs[e.Name] = s.rev
 	}
 }
 
 // put records an entry changed (or added) by the revision being made.
 func (s *set) put(e *entry) {
-	s.entries[e.Name] = e
+	s.entries.put(e)
 	if s.revs != nil {
 		s.revs[e.Name] = s.rev + 1
 		delete(s.removed, e.Name)
@@ -106,14 +104,14 @@ func (s *set) put(e *entry) {
 // remove records a name removed by the revision being made, and forgets
 // the oldest removals beyond what the set remembers.
 func (s *set) remove(name string) {
-	delete(s.entries, name)
+	s.entries.remove(name)
 	if s.revs == nil {
 		return
 	}
 	delete(s.revs, name)
 	s.removed[name] = s.rev + 1
 	s.tombstones = append(s.tombstones, tombstone{name, s.rev + 1})
-	for len(s.tombstones) > max(minTombstones, len(s.entries)) {
+	for len(s.tombstones) > max(minTombstones, s.entries.len()) {
 		t := s.tombstones[0]
 		s.tombstones[0] = tombstone{}
 		s.tombstones = s.tombstones[1:]
@@ -128,19 +126,29 @@ func (s *set) remove(name string) {
 // after it, and when a spoke observed the change it carries (zero: not a
 // spoke's change), so that a proxy's ACK of a version can be timed.
 type setChange struct {
-	rev      uint64
-	names    []string
+	rev   uint64
+	names []string
+	// every marks the revision that made the set: it changed every name
+	// the set then held, which are not listed (a view's first build holds
+	// ten thousand names, and a thousand views would keep them all until
+	// their logs move on).
+	every    bool
 	version  string
 	observed time.Time
 }
+
+// touches reports whether the change may concern a proxy, given whether a
+// list of names does.
+func (c setChange) touches(names func([]string) bool) bool { return c.every || names(c.names) }
 
 // maxRecent bounds a set's change log; a client further behind is
 // compared in full.
 const maxRecent = 64
 
-// changed records a revision that changed names and gave the set
-// version, carrying a change observed at observed.
-func (s *set) changed(names []string, version string, observed time.Time) {
+// changed records a revision that changed names (every name, for the
+// set's first) and gave the set version, carrying a change observed at
+// observed.
+func (s *set) changed(names []string, every bool, version string, observed time.Time) {
 	s.rev++
 	s.sorted, s.full = nil, weak.Pointer[encodedResponse]{}
 	s.version = version
@@ -153,7 +161,10 @@ func (s *set) changed(names []string, version string, observed time.Time) {
 		s.recent[0] = setChange{}
 		s.recent = s.recent[1:]
 	}
-	s.recent = append(s.recent, setChange{rev: s.rev, names: names, version: version, observed: observed})
+	if every {
+		names = nil
+	}
+	s.recent = append(s.recent, setChange{rev: s.rev, names: names, every: every, version: version, observed: observed})
 }
 
 // acked returns the revision of the set that a proxy holding version has
@@ -170,7 +181,7 @@ func (s *set) acked(from uint64, version string, touches func(names []string) bo
 	}
 	rev = s.recent[i].rev
 	for _, c := range s.recent[:i+1] {
-		if c.rev > from && !c.observed.IsZero() && touches(c.names) {
+		if c.rev > from && !c.observed.IsZero() && c.touches(touches) {
 			observed = append(observed, c.observed)
 		}
 	}
@@ -180,10 +191,12 @@ func (s *set) acked(from uint64, version string, touches func(names []string) bo
 // byName returns the set's entries sorted by name.
 func (s *set) byName() []*entry {
 	if s.sorted == nil {
-		s.sorted = slices.SortedFunc(maps.Values(s.entries), func(a, b *entry) int { return strings.Compare(a.Name, b.Name) })
+		s.sorted = slices.SortedFunc(s.entries.all, compareNames)
 	}
 	return s.sorted
 }
+
+func compareNames(a, b *entry) int { return strings.Compare(a.Name, b.Name) }
 
 // changedSince returns the names changed after revision rev, without
 // duplicates, and whether the log reaches back that far.
@@ -191,7 +204,7 @@ func (s *set) changedSince(rev uint64) ([]string, bool) {
 	if len(s.recent) == 0 || s.recent[0].rev > rev+1 {
 		return nil, false
 	}
-	if last := s.recent[len(s.recent)-1]; last.rev == rev+1 {
+	if last := s.recent[len(s.recent)-1]; last.rev == rev+1 && !last.every {
 		return last.names, true // one revision: its names have no duplicates
 	}
 	seen := map[string]bool{}
@@ -199,6 +212,9 @@ func (s *set) changedSince(rev uint64) ([]string, bool) {
 	for _, c := range s.recent {
 		if c.rev <= rev {
 			continue
+		}
+		if c.every {
+			return nil, false
 		}
 		for _, n := range c.names {
 			if !seen[n] {
@@ -240,6 +256,7 @@ type deltaWatch struct {
 type Cache struct {
 	mu    sync.Mutex
 	sets  map[setKey]*set
+	names map[string]*nameTable // by type URL, of the types whose sets share names
 	sotw  map[setKey]*watchers[*sotwWatch]
 	delta map[setKey]*watchers[*deltaWatch]
 }
@@ -248,6 +265,7 @@ type Cache struct {
 func NewCache() *Cache {
 	return &Cache{
 		sets:  map[setKey]*set{},
+		names: map[string]*nameTable{},
 		sotw:  map[setKey]*watchers[*sotwWatch]{},
 		delta: map[setKey]*watchers[*deltaWatch]{},
 	}
@@ -267,7 +285,10 @@ func (c *Cache) ApplyObserved(u translate.SetUpdate, observed time.Time) bool {
 	defer c.mu.Unlock()
 	k := setKey{u.TypeURL, u.View}
 	if u.Drop {
-		_, ok := c.sets[k]
+		s, ok := c.sets[k]
+		if ok {
+			s.entries.clear()
+		}
 		delete(c.sets, k)
 		// A view is dropped once no proxy uses it: its watch indexes are
 		// empty, and would otherwise stay for every view ever used.
@@ -283,25 +304,32 @@ func (c *Cache) ApplyObserved(u translate.SetUpdate, observed time.Time) bool {
 	s := c.sets[k]
 	created := s == nil
 	if created {
-		s = newSet()
+		var table *nameTable
+		if sharesNames(u.TypeURL) {
+			if table = c.names[u.TypeURL]; table == nil {
+				table = newNameTable()
+				c.names[u.TypeURL] = table
+			}
+		}
+		s = newSet(table)
 		c.sets[k] = s
 	}
 	var changed []string
 	for _, e := range upserts {
-		old, ok := s.entries[e.Name]
+		old, ok := s.entries.get(e.Name)
 		if ok && old.Version == e.Version {
 			continue
 		}
 		if ok {
-			s.sum ^= entryHash(old)
+			s.sum ^= old.Sum
 		}
-		s.sum ^= entryHash(e)
+		s.sum ^= e.Sum
 		s.put(e)
 		changed = append(changed, e.Name)
 	}
 	for _, name := range removals {
-		if old, ok := s.entries[name]; ok {
-			s.sum ^= entryHash(old)
+		if old, ok := s.entries.get(name); ok {
+			s.sum ^= old.Sum
 			s.remove(name)
 			changed = append(changed, name)
 		}
@@ -309,7 +337,7 @@ func (c *Cache) ApplyObserved(u translate.SetUpdate, observed time.Time) bool {
 	if len(changed) == 0 && !created {
 		return false
 	}
-	s.changed(changed, strconv.FormatUint(s.sum, 16), observed)
+	s.changed(changed, created, strconv.FormatUint(s.sum, 16), observed)
 	// A new set answers every watch that waited for it to be built.
 	c.notifyLocked(k, s, changed, created)
 	return true
@@ -340,7 +368,7 @@ func (c *Cache) Behind(typeURL, view string, rev uint64, touches func(names []st
 		return false, time.Time{}
 	}
 	for _, ch := range s.recent {
-		if ch.rev > rev && touches(ch.names) {
+		if ch.rev > rev && ch.touches(touches) {
 			return true, ch.observed
 		}
 	}
@@ -362,7 +390,7 @@ func (c *Cache) Sets() []SetStatus {
 	defer c.mu.Unlock()
 	out := make([]SetStatus, 0, len(c.sets))
 	for k, s := range c.sets {
-		out = append(out, SetStatus{Type: k.typeURL, View: k.view, Version: s.version, Resources: len(s.entries)})
+		out = append(out, SetStatus{Type: k.typeURL, View: k.view, Version: s.version, Resources: s.entries.len()})
 	}
 	slices.SortFunc(out, func(a, b SetStatus) int { return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.View, b.View)) })
 	return out
@@ -377,9 +405,9 @@ func (c *Cache) Resources(typeURL, view string) map[string]string {
 	if s == nil {
 		return nil
 	}
-	out := make(map[string]string, len(s.entries))
-	for name, e := range s.entries {
-		out[name] = e.Version
+	out := make(map[string]string, s.entries.len())
+	for e := range s.entries.all {
+		out[e.Name] = e.Version
 	}
 	return out
 }
@@ -455,36 +483,25 @@ func park[W comparable](c *Cache, index map[setKey]*watchers[W], k setKey, w W, 
 	}
 }
 
-// entryHash hashes a resource's name and version (itself a hash of its
-// encoding) for its set's version.
-// FNV, not a seeded hash: every replica must compute the same sums.
-func entryHash(e *entry) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(e.Name))
-	_, _ = h.Write([]byte{0})
-	_, _ = h.Write([]byte(e.Version))
-	return h.Sum64()
-}
-
 // sotwResponse returns the response a state-of-the-world watch needs, or
 // nil when the proxy already has this state. always answers a first
 // request even when the proxy would get nothing.
 func sotwResponse(w *sotwWatch, s *set, always bool) *response {
-	var names []string
+	var held []*entry
 	if w.sub.wildcard {
-		names = slices.Sorted(maps.Keys(s.entries))
+		held = s.byName()
 	} else {
 		for name := range w.sub.names {
-			if _, ok := s.entries[name]; ok {
-				names = append(names, name)
+			if e, ok := s.entries.get(name); ok {
+				held = append(held, e)
 			}
 		}
-		slices.Sort(names)
+		slices.SortFunc(held, compareNames)
 	}
 	returned := w.sub.returned
-	same := len(names) == len(returned)
-	for _, n := range names {
-		if returned[n] != s.entries[n].Version {
+	same := len(held) == len(returned)
+	for _, e := range held {
+		if returned[e.Name] != e.Version {
 			same = false
 			break
 		}
@@ -495,13 +512,12 @@ func sotwResponse(w *sotwWatch, s *set, always bool) *response {
 	// LDS and CDS responses are the whole state; EDS and RDS responses
 	// carry only what the proxy does not have yet.
 	full := always || w.typeURL == resources.ListenerType || w.typeURL == resources.ClusterType
-	r := &response{watch: w, version: s.version, returned: make(map[string]string, len(names)), resources: make([]*anypb.Any, 0, len(names))}
-	for _, n := range names {
-		e := s.entries[n]
-		if full || returned[n] != e.Version {
+	r := &response{watch: w, version: s.version, returned: make(map[string]string, len(held)), resources: make([]*anypb.Any, 0, len(held))}
+	for _, e := range held {
+		if full || returned[e.Name] != e.Version {
 			r.resources = append(r.resources, e.Any())
 		}
-		r.returned[n] = e.Version
+		r.returned[e.Name] = e.Version
 	}
 	return r
 }
@@ -516,7 +532,7 @@ func deltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
 	next := make(map[string]string, len(returned))
 	r := &deltaResp{typeURL: w.typeURL, version: s.version, watch: w}
 	for name := range w.sub.names {
-		if e, ok := s.entries[name]; ok {
+		if e, ok := s.entries.get(name); ok {
 			next[name] = e.Version
 			if returned[name] != e.Version {
 				r.resources = append(r.resources, e.Delta())
@@ -564,7 +580,7 @@ func wildcardDeltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
 func (s *set) compareAll(w *deltaWatch, always bool) *deltaResp {
 	returned := w.sub.versions
 	if len(returned) == 0 {
-		if len(s.entries) == 0 && !always {
+		if s.entries.len() == 0 && !always {
 			return nil
 		}
 		full := s.full.Value()
@@ -581,7 +597,7 @@ func (s *set) compareAll(w *deltaWatch, always bool) *deltaResp {
 		}
 	}
 	for name := range returned {
-		if _, ok := s.entries[name]; !ok {
+		if _, ok := s.entries.get(name); !ok {
 			r.removed = append(r.removed, name)
 		}
 	}
@@ -604,7 +620,7 @@ func (s *set) changesSince(w *deltaWatch, always bool) *deltaResp {
 	}
 	r := &deltaResp{typeURL: w.typeURL, version: s.version}
 	consider := func(name string) {
-		if e, ok := s.entries[name]; ok {
+		if e, ok := s.entries.get(name); ok {
 			r.resources = append(r.resources, e.Delta())
 		} else {
 			r.removed = append(r.removed, name)

@@ -494,12 +494,18 @@ func Localities(s *federation.ServiceView) []Locality {
 // elsewhere as one of its clusters'), so the hub builds and encodes one
 // assignment per key rather than one per view.
 func AssignmentKey(locs []Locality, view View) string {
+	return string(AppendAssignmentKey(nil, locs, view))
+}
+
+// AppendAssignmentKey appends AssignmentKey(locs, view) to dst: a push
+// looks a changed service up for every view, and a map lookup by
+// string(key) of a reused buffer allocates nothing.
+func AppendAssignmentKey(dst []byte, locs []Locality, view View) []byte {
 	b := builder{view: view}
-	key := make([]byte, 0, len(view.Network)+1+len(locs))
-	key = append(key, view.Network...)
-	key = append(key, 0)
+	dst = append(dst, view.Network...)
+	dst = append(dst, 0)
 	for _, l := range locs {
-		key = append(key, byte('0'+b.rank(l)))
+		dst = append(dst, byte('0'+b.rank(l)))
 	}
-	return string(key)
+	return dst
 }

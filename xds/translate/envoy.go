@@ -23,6 +23,7 @@ type envoyTranslator struct {
 	// their service changes, so that a view that comes later (most of
 	// them, as proxies connect) gets the encodings others have.
 	eds map[string]*assignments // by service key
+	key []byte                  // an AssignmentKey, reused
 }
 
 type generatedNames struct {
@@ -187,8 +188,8 @@ func (e *envoyTranslator) assignments(in *input, keys []string, view resources.V
 			a = &assignments{locs: resources.Localities(v), byKey: map[string][]*Resource{}}
 			e.eds[key] = a
 		}
-		id := resources.AssignmentKey(a.locs, view)
-		enc, ok := a.byKey[id]
+		e.key = resources.AppendAssignmentKey(e.key[:0], a.locs, view)
+		enc, ok := a.byKey[string(e.key)]
 		if !ok {
 			if v == nil {
 				// Kept assignments are of a service the snapshot holds:
@@ -196,7 +197,7 @@ func (e *envoyTranslator) assignments(in *input, keys []string, view resources.V
 				v, _ = in.snap.Service(key)
 			}
 			enc = e.encodeAssignments(in, v, view)
-			a.byKey[id] = enc
+			a.byKey[string(e.key)] = enc
 		}
 		out = append(out, enc...)
 	}

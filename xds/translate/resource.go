@@ -3,6 +3,7 @@ package translate
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash/fnv"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -23,13 +24,23 @@ type Resource struct {
 	Version string
 	TypeURL string
 	Value   []byte
+	// Sum hashes the name and version, for the version of the sets that
+	// hold the resource: computed once here, not once per set (a change
+	// reaches every EDS view). FNV, not a seeded hash: every replica must
+	// compute the same sums.
+	Sum uint64
 }
 
 // NewResource wraps an encoding, which must be deterministic (its hash is
 // the version).
 func NewResource(typeURL, name string, encoded []byte) *Resource {
 	sum := sha256.Sum256(encoded)
-	return &Resource{Name: name, Version: hex.EncodeToString(sum[:8]), TypeURL: typeURL, Value: encoded}
+	version := hex.EncodeToString(sum[:8])
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(version))
+	return &Resource{Name: name, Version: version, TypeURL: typeURL, Value: encoded, Sum: h.Sum64()}
 }
 
 // Any is the resource in a state-of-the-world response; it shares the
