@@ -488,11 +488,15 @@ func Localities(s *federation.ServiceView) []Locality {
 
 // AssignmentKey returns what of view the load assignments of a service
 // whose endpoints are in locs (see Localities) depend on: an assignment
-// reads the view only through its network and the rank of each endpoint
-// locality, so two views with one key get identical assignments. Proxies
+// reads the view only through its network and the order of the ranks of
+// the endpoint localities (priorities are the ranks in use, renumbered
+// from 0), so two views with one key get identical assignments. Proxies
 // in many zones see a service in a few ways (same zone, same region,
 // elsewhere as one of its clusters'), so the hub builds and encodes one
-// assignment per key rather than one per view.
+// assignment per key rather than one per view. The ranks are renumbered
+// in the key too: a view that ranks the localities 1 and 2 (in the
+// service's region) sees them as one that ranks them 0 and 2 (in one of
+// its zones), and every view that ranks them alike as every other.
 func AssignmentKey(locs []Locality, view View) string {
 	return string(AppendAssignmentKey(nil, locs, view))
 }
@@ -504,8 +508,23 @@ func AppendAssignmentKey(dst []byte, locs []Locality, view View) []byte {
 	b := builder{view: view}
 	dst = append(dst, view.Network...)
 	dst = append(dst, 0)
+	start := len(dst)
+	var used [numProximities]bool
 	for _, l := range locs {
-		dst = append(dst, byte('0'+b.rank(l)))
+		r := b.rank(l)
+		used[r] = true
+		dst = append(dst, byte(r))
+	}
+	var renumbered [numProximities]byte
+	next := byte('0')
+	for r, u := range used {
+		if u {
+			renumbered[r] = next
+			next++
+		}
+	}
+	for i := start; i < len(dst); i++ {
+		dst[i] = renumbered[dst[i]]
 	}
 	return dst
 }

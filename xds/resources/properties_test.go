@@ -398,10 +398,12 @@ func checkSplitHorizonPrefix(t *testing.T, cla *endpointv3.ClusterLoadAssignment
 
 // TestAssignmentKey checks what the hub relies on to share assignments
 // between views: views with one AssignmentKey get equal assignments. The
-// second view of each case is either another random one or a locality of
-// one of the service's endpoints, so that keys often match.
+// second view of each case is another random one, a locality of one of
+// the service's endpoints, or the first's region with another zone, so
+// that keys often match, some of them for views that rank the localities
+// differently in the same order.
 func TestAssignmentKey(t *testing.T) {
-	same := 0
+	same, renumbered := 0, 0
 	for seed := range uint64(600) {
 		r := rand.New(rand.NewPCG(seed, seed*31))
 		s, clusters, v1 := randomCase(r)
@@ -412,6 +414,10 @@ func TestAssignmentKey(t *testing.T) {
 			// another random view
 		case len(locs) > 0 && r.IntN(2) == 0:
 			v2 = View{Network: v1.Network, Locality: pick(r, locs...)}
+		case r.IntN(2) == 0:
+			// The same region, with no zone or one of no endpoint: the
+			// region's localities rank otherwise, in the same order.
+			v2 = View{Network: v1.Network, Locality: Locality{Region: v1.Locality.Region, Zone: pick(r, "", "no-endpoint-here")}}
 		default:
 			v2 = v1
 			v2.Locality.Subzone = pick(r, "", "s1", "s2")
@@ -423,6 +429,9 @@ func TestAssignmentKey(t *testing.T) {
 			continue
 		}
 		same++
+		if !slices.Equal(ranks(locs, v1), ranks(locs, v2)) {
+			renumbered++
+		}
 		gws := GatewaysByNetwork(clusters, tls)
 		for _, h := range Hostnames(s) {
 			for _, p := range Ports(s) {
@@ -434,7 +443,17 @@ func TestAssignmentKey(t *testing.T) {
 			}
 		}
 	}
-	if same < 100 {
-		t.Errorf("only %d of 600 cases had views with one key: the test checks too little", same)
+	if same < 100 || renumbered < 20 {
+		t.Errorf("%d of 600 cases had views with one key, %d of them ranking the localities differently: the test checks too little", same, renumbered)
 	}
+}
+
+// ranks returns the view's rank of each locality, before renumbering.
+func ranks(locs []Locality, view View) []int {
+	b := builder{view: view}
+	out := make([]int, len(locs))
+	for i, l := range locs {
+		out[i] = b.rank(l)
+	}
+	return out
 }
