@@ -17,6 +17,7 @@ import (
 // EDS per view.
 type envoyTranslator struct {
 	generated map[string]*generatedNames // service key → what it produced
+	keys      []string                   // generated's keys, sorted; nil when they changed
 	gateways  map[federation.NetworkID][]*federationpb.Gateway
 	networks  map[federation.ClusterID]federation.NetworkID
 	// eds keeps the load assignments from one call to the next until
@@ -112,9 +113,13 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 			for _, r := range resources.EncodeRoutes(v) {
 				shared[resources.RouteType][r.Name] = r.Value
 			}
+			if old == nil {
+				e.keys = nil
+			}
 			e.generated[key] = now
-		} else {
+		} else if old != nil {
 			delete(e.generated, key)
+			e.keys = nil
 		}
 		if old != nil {
 			gone := without(old.clusters, now.clusters)
@@ -150,8 +155,15 @@ func (e *envoyTranslator) build(in *input, v View) SetUpdate {
 	return SetUpdate{TypeURL: v.TypeURL, View: v.Key, Upserts: e.assignments(in, e.serviceKeys(), v.For)}
 }
 
-// serviceKeys returns the keys of the services with resources, sorted.
-func (e *envoyTranslator) serviceKeys() []string { return slices.Sorted(maps.Keys(e.generated)) }
+// serviceKeys returns the keys of the services with resources, sorted:
+// sorted once per change of the services, not once per view (a restart at
+// a thousand zones builds a thousand views of the same services).
+func (e *envoyTranslator) serviceKeys() []string {
+	if e.keys == nil {
+		e.keys = slices.Sorted(maps.Keys(e.generated))
+	}
+	return e.keys
+}
 
 func (u SetUpdate) empty() bool { return len(u.Upserts) == 0 && len(u.Removals) == 0 && !u.Drop }
 

@@ -154,6 +154,36 @@ var sequences = map[string][]step{
 			c.RemoveService("west", "demo/echo")
 		}},
 	},
+	// A view that comes after the services changed gets them as they are:
+	// the translator keeps the sorted service keys from one view to the
+	// next.
+	"late-view": {
+		{name: "echo in east, a client in east", views: []View{eastView}, change: func(c *xdstest.Clusterset) {
+			c.SetCluster(eastCluster())
+			c.SetService("east", echo(), endpoints(east1)...)
+		}},
+		{name: "hello is exported too", views: []View{eastView}, change: func(c *xdstest.Clusterset) {
+			c.SetService("east", hello(), helloEndpoint(east2))
+		}},
+		{name: "a client in another zone connects", views: []View{eastView, eastZone("us-east1-b")}},
+		{name: "echo is no longer exported", views: []View{eastView, eastZone("us-east1-b")}, change: func(c *xdstest.Clusterset) {
+			c.RemoveService("east", "demo/echo")
+		}},
+		{name: "a client in a third zone connects", views: []View{eastView, eastZone("us-east1-b"), eastZone("us-east1-c")}},
+	},
+}
+
+// hello is a second service beside echo.
+func hello() *federationpb.Service {
+	s := echo()
+	s.Name, s.Hostname = "hello", "hello.demo.svc.cluster.local"
+	return s
+}
+
+func helloEndpoint(p pod) *federationpb.Endpoint {
+	ep := p.endpoint()
+	ep.Service = "hello"
+	return ep
 }
 
 // TestTranslateSequences runs each golden sequence: a snapshot, then a
