@@ -388,14 +388,6 @@ func (b *builder) ordered() ([]*group, [numRanks]uint32) {
 	for _, g := range b.groups {
 		used[g.rank] = true
 	}
-	var priority [numRanks]uint32
-	next := uint32(0)
-	for r := range numRanks {
-		priority[r] = next
-		if used[r] {
-			next++
-		}
-	}
 	groups := slices.SortedFunc(maps.Values(b.groups), func(a, b *group) int {
 		return cmp.Or(cmp.Compare(a.rank, b.rank), compareLocality(a.locality, b.locality))
 	})
@@ -404,7 +396,22 @@ func (b *builder) ordered() ([]*group, [numRanks]uint32) {
 			return cmp.Or(strings.Compare(a.address, b.address), cmp.Compare(a.port, b.port))
 		})
 	}
-	return groups, priority
+	return groups, renumber(used)
+}
+
+// renumber returns the priority of each rank: the ranks in use, renumbered
+// to be contiguous from 0. Assignments and their keys both read ranks
+// through it.
+func renumber(used [numRanks]bool) [numRanks]uint32 {
+	var priority [numRanks]uint32
+	next := uint32(0)
+	for r, u := range used {
+		priority[r] = next
+		if u {
+			next++
+		}
+	}
+	return priority
 }
 
 // scale is the factor every weight is multiplied by: the LCM of the gateway
@@ -472,7 +479,7 @@ func endpointPort(ep *federation.Endpoint, sp *federationpb.ServicePort) (uint32
 }
 
 // Localities returns the distinct localities of s's endpoints, sorted:
-// what AssignmentKey ranks.
+// what AppendAssignmentKey ranks.
 func Localities(s *federation.ServiceView) []Locality {
 	var out []Locality
 	for _, c := range s.Clusters {
@@ -486,45 +493,32 @@ func Localities(s *federation.ServiceView) []Locality {
 	return out
 }
 
-// AssignmentKey returns what of view the load assignments of a service
-// whose endpoints are in locs (see Localities) depend on: an assignment
-// reads the view only through its network and the order of the ranks of
-// the endpoint localities (priorities are the ranks in use, renumbered
-// from 0), so two views with one key get identical assignments. Proxies
-// in many zones see a service in a few ways (same zone, same region,
-// elsewhere as one of its clusters'), so the hub builds and encodes one
-// assignment per key rather than one per view. The ranks are renumbered
-// in the key too: a view that ranks the localities 1 and 2 (in the
-// service's region) sees them as one that ranks them 0 and 2 (in one of
-// its zones), and every view that ranks them alike as every other.
-func AssignmentKey(locs []Locality, view View) string {
-	return string(AppendAssignmentKey(nil, locs, view))
-}
-
-// AppendAssignmentKey appends AssignmentKey(locs, view) to dst: a push
-// looks a changed service up for every view, and a map lookup by
-// string(key) of a reused buffer allocates nothing.
+// AppendAssignmentKey appends to dst the key of what of view the load
+// assignments of a service whose endpoints are in locs (see Localities)
+// depend on: an assignment reads the view only through its network and the
+// order of the ranks of the endpoint localities (its priorities are the
+// ranks in use, renumbered), so two views with one key get identical
+// assignments. Proxies in many zones see a service in a few ways (same
+// zone, same region, elsewhere as one of its clusters'), so the hub builds
+// and encodes one assignment per key rather than one per view: a view that
+// ranks the localities 1 and 2 (in the service's region) shares the key of
+// one that ranks them 0 and 2 (in one of its zones). A push looks a changed
+// service up for every view; a map lookup by string(key) of a reused
+// buffer allocates nothing.
 func AppendAssignmentKey(dst []byte, locs []Locality, view View) []byte {
 	b := builder{view: view}
 	dst = append(dst, view.Network...)
 	dst = append(dst, 0)
 	start := len(dst)
-	var used [numProximities]bool
+	var used [numRanks]bool
 	for _, l := range locs {
 		r := b.rank(l)
 		used[r] = true
 		dst = append(dst, byte(r))
 	}
-	var renumbered [numProximities]byte
-	next := byte('0')
-	for r, u := range used {
-		if u {
-			renumbered[r] = next
-			next++
-		}
-	}
+	priority := renumber(used)
 	for i := start; i < len(dst); i++ {
-		dst[i] = renumbered[dst[i]]
+		dst[i] = byte('0' + priority[dst[i]])
 	}
 	return dst
 }

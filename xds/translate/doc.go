@@ -21,7 +21,7 @@
 //     snapshot alone.
 //   - Every resource is encoded once per version and shared by every view
 //     and response that carries it; views that see a service alike (the
-//     same [resources.AssignmentKey]) share its load assignments.
+//     same [resources.AppendAssignmentKey] key) share its load assignments.
 //   - Updates come in the order proxies should apply them: clusters
 //     before endpoints, listeners before routes.
 package translate

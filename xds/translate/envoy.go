@@ -24,7 +24,7 @@ type envoyTranslator struct {
 	// their service changes, so that a view that comes later (most of
 	// them, as proxies connect) gets the encodings others have.
 	eds map[string]*assignments // by service key
-	key []byte                  // an AssignmentKey, reused
+	key []byte                  // an assignment key, reused
 }
 
 type generatedNames struct {
@@ -177,12 +177,12 @@ func (in *input) wrapAll(typeURL string, encoded map[string][]byte) []*Resource 
 }
 
 // assignments are a service's load assignments, each encoded once
-// however many views get it: views whose AssignmentKey for the service is
+// however many views get it: views whose assignment key for the service is
 // the same share its encodings (a clusterset's proxies in a hundred zones
 // see a service in a handful of ways).
 type assignments struct {
 	locs  []resources.Locality
-	byKey map[string][]*Resource // by AssignmentKey
+	byKey map[string][]*Resource // by assignment key (resources.AppendAssignmentKey)
 }
 
 // assignments returns the load assignments of the services keys for view,
