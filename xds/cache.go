@@ -287,7 +287,7 @@ func (c *Cache) ApplyObserved(u translate.SetUpdate, observed time.Time) bool {
 	if u.Drop {
 		s, ok := c.sets[k]
 		if ok {
-			s.entries.clear()
+			s.entries.release()
 		}
 		delete(c.sets, k)
 		// A view is dropped once no proxy uses it: its watch indexes are

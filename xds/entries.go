@@ -57,8 +57,8 @@ func (t *nameTable) release(name string, i int32) {
 type entries struct {
 	table *nameTable
 	slot  []*entry // by number, with a table
+	count int      // the slots in use
 	own   map[string]*entry
-	count int
 }
 
 func newEntries(table *nameTable) entries {
@@ -68,7 +68,12 @@ func newEntries(table *nameTable) entries {
 	return entries{own: map[string]*entry{}}
 }
 
-func (es *entries) len() int { return es.count }
+func (es *entries) len() int {
+	if es.table == nil {
+		return len(es.own)
+	}
+	return es.count
+}
 
 // get returns the entry named name, if the set has one.
 func (es *entries) get(name string) (*entry, bool) {
@@ -86,9 +91,6 @@ func (es *entries) get(name string) (*entry, bool) {
 // put adds e, or replaces the entry of its name.
 func (es *entries) put(e *entry) {
 	if es.table == nil {
-		if _, ok := es.own[e.Name]; !ok {
-			es.count++
-		}
 		es.own[e.Name] = e
 		return
 	}
@@ -109,10 +111,7 @@ func (es *entries) put(e *entry) {
 // remove drops the entry named name, if the set has one.
 func (es *entries) remove(name string) {
 	if es.table == nil {
-		if _, ok := es.own[name]; ok {
-			delete(es.own, name)
-			es.count--
-		}
+		delete(es.own, name)
 		return
 	}
 	i, ok := es.table.number[name]
@@ -141,11 +140,10 @@ func (es *entries) all(yield func(*entry) bool) {
 	}
 }
 
-// clear drops every entry, releasing their names.
-func (es *entries) clear() {
+// release gives back the numbers of a set that is dropped, so that its
+// names stop counting it; a set with a map of its own has nothing to give.
+func (es *entries) release() {
 	if es.table == nil {
-		clear(es.own)
-		es.count = 0
 		return
 	}
 	for i, e := range es.slot {

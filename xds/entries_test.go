@@ -45,7 +45,7 @@ func TestEntriesShareNumbers(t *testing.T) {
 	if _, ok := table.number["r"]; !ok {
 		t.Fatal("r lost its number while b still holds it")
 	}
-	b.clear()
+	b.release()
 	if len(table.number) != 0 || len(table.free) != 2 {
 		t.Fatalf("with no set holding them, %d names keep numbers and %d are free; want 0 and 2", len(table.number), len(table.free))
 	}
@@ -68,6 +68,24 @@ func TestEntriesShareNumbers(t *testing.T) {
 	a.remove("u")
 	if a.len() != 0 || table.holders[table.number["u"]] != 1 {
 		t.Fatalf("after removing u twice from a: a holds %d, u has %d holders; want 0 and 1 (b)", a.len(), table.holders[table.number["u"]])
+	}
+}
+
+// A set of a type whose sets do not share names keeps a map of its own,
+// with the same behaviour.
+func TestEntriesOfTheirOwn(t *testing.T) {
+	es := newEntries(nil)
+	es.put(translate.NewResource("t", "r", []byte("1")))
+	r2 := translate.NewResource("t", "r", []byte("2"))
+	es.put(r2)
+	es.put(translate.NewResource("t", "s", nil))
+	es.remove("absent")
+	if got, _ := es.get("r"); got != r2 || es.len() != 2 {
+		t.Fatalf("r is %v and the set holds %d, want the replacement and 2", got, es.len())
+	}
+	es.remove("s")
+	if got := heldNames(&es); !slices.Equal(got, []string{"r"}) || es.len() != 1 {
+		t.Fatalf("after removing s: %v (%d), want [r]", got, es.len())
 	}
 }
 
