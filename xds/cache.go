@@ -145,9 +145,9 @@ func (c setChange) touches(names func([]string) bool) bool { return c.every || n
 // compared in full.
 const maxRecent = 64
 
-// changed records a revision that changed names (every name, for the
-// set's first) and gave the set version, carrying a change observed at
-// observed.
+// changed records a revision that changed names, or every name (the
+// set's first, whose names are not listed), and gave the set version,
+// carrying a change observed at observed.
 func (s *set) changed(names []string, every bool, version string, observed time.Time) {
 	s.rev++
 	s.sorted, s.full = nil, weak.Pointer[encodedResponse]{}
@@ -160,9 +160,6 @@ func (s *set) changed(names []string, every bool, version string, observed time.
 		// each was 9% of the hub's CPU).
 		s.recent[0] = setChange{}
 		s.recent = s.recent[1:]
-	}
-	if every {
-		names = nil
 	}
 	s.recent = append(s.recent, setChange{rev: s.rev, names: names, every: every, version: version, observed: observed})
 }
@@ -314,6 +311,9 @@ func (c *Cache) ApplyObserved(u translate.SetUpdate, observed time.Time) bool {
 		s = newSet(table)
 		c.sets[k] = s
 	}
+	// A new set's first revision changes every name it holds, which the
+	// log does not list (see setChange.every) and the watches need not
+	// be told one by one: they are all answered.
 	var changed []string
 	for _, e := range upserts {
 		old, ok := s.entries.get(e.Name)
@@ -325,7 +325,9 @@ func (c *Cache) ApplyObserved(u translate.SetUpdate, observed time.Time) bool {
 		}
 		s.sum ^= e.Sum
 		s.put(e)
-		changed = append(changed, e.Name)
+		if !created {
+			changed = append(changed, e.Name)
+		}
 	}
 	for _, name := range removals {
 		if old, ok := s.entries.get(name); ok {
