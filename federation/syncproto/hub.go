@@ -178,13 +178,17 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 		return err
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	// The reader stops with the session. Its context is the stream's
+	// child: when the stream is canceled, the stream's context reports it
+	// before the child does (a context closes its Done before it cancels
+	// its children), so the loop below asks the stream's.
+	readCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := &hubSession{Hub: h, t: t, conn: conn, id: id, session: hello.GetSession(), obs: obs, a: assembler{limits: limits}, now: h.cfg.Now}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	r := receive(ctx, t.Recv)
+	r := receive(readCtx, t.Recv)
 	var sent *federationpb.HubMessage
 	var membersChanged <-chan struct{}
 	var tellAfter <-chan time.Time
