@@ -19,10 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshfed/meshfed/federation"
-	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/hub"
-	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/xds"
 	"github.com/meshfed/meshfed/xds/resources"
@@ -165,15 +163,13 @@ func hostOf(name string) string {
 
 // Run rebuilds every node's snapshot on each registry change after snap
 // and each new node or subscription, until ctx ends.
-func (b *Baseline) Run(ctx context.Context, snap *registry.Snapshot) error {
+func (b *Baseline) Run(ctx context.Context, snap clusterset.Snapshot) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-snap.Done():
-			for next := snap.Next(); next != nil; next = snap.Next() {
-				snap = next
-			}
+			snap, _ = clusterset.Newest(snap)
 		case <-b.kick:
 		}
 		if err := b.setAll(ctx, snap); err != nil {
@@ -182,7 +178,7 @@ func (b *Baseline) Run(ctx context.Context, snap *registry.Snapshot) error {
 	}
 }
 
-func (b *Baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
+func (b *Baseline) setAll(ctx context.Context, snap clusterset.Snapshot) error {
 	b.mu.Lock()
 	nodes := make([]baselineNode, 0, len(b.nodes))
 	for _, n := range b.nodes {
@@ -194,14 +190,14 @@ func (b *Baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
 	}
 	b.mu.Unlock()
 
-	byHost := map[string]*federation.ServiceView{}
+	byHost := map[string]*clusterset.ServiceView{}
 	for _, v := range snap.Services() {
 		for _, h := range resources.Hostnames(v) {
 			byHost[h] = v
 		}
 	}
 	clusters := snap.Clusters()
-	gateways := resources.GatewaysByNetwork(clusters, federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
+	gateways := snap.Gateways()
 	version := strconv.FormatUint(snap.Revision(), 10)
 	for _, n := range nodes {
 		proxy, err := xds.ProxyFromNode(n.ads, clusters)
@@ -217,10 +213,11 @@ func (b *Baseline) setAll(ctx context.Context, snap *registry.Snapshot) error {
 			for _, c := range reference.Clusters(v) {
 				res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], c)
 			}
-			for _, l := range reference.Listeners(v) {
+			vips := snap.Import(v.Key).ClustersetIPs
+			for _, l := range reference.Listeners(v, vips) {
 				res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], l)
 			}
-			for _, r := range reference.Routes(v) {
+			for _, r := range reference.Routes(v, vips) {
 				res[resourcev3.RouteType] = append(res[resourcev3.RouteType], r)
 			}
 			for _, p := range resources.Ports(v) {

@@ -45,6 +45,7 @@ import (
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/registry"
@@ -955,7 +956,7 @@ func (h *testHub) hasEndpoint(cluster federation.ClusterID, network federation.N
 		return false
 	}
 	for _, c := range v.Clusters {
-		if c.Cluster == cluster && slices.ContainsFunc(c.Endpoints, func(e federation.TaggedEndpoint) bool { return e.GetAddress() == addr }) {
+		if c.Cluster == cluster && slices.ContainsFunc(c.Endpoints, func(e clusterset.TaggedEndpoint) bool { return e.GetAddress() == addr }) {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/spoke/shard"
 )
@@ -33,7 +34,7 @@ func BenchmarkInitialSync(b *testing.B) {
 				fill(tr, "east", "n1", n)
 				start := time.Now()
 				runUplink(b, "east", tr, (&killableDialer{client: h.client}).dial)
-				await(b, h.reg, "initial sync", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == n })
+				await(b, h.reg, "initial sync", func(s clusterset.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == n })
 				total += time.Since(start)
 				_, wire = bytesOf(h, 0)
 			}
@@ -53,7 +54,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 			tr := newTracker()
 			fill(tr, "east", "n1", n)
 			runUplink(b, "east", tr, (&killableDialer{client: h.client}).dial)
-			await(b, h.reg, "initial sync", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == n })
+			await(b, h.reg, "initial sync", func(s clusterset.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == n })
 			from := len(h.received())
 			eps := testEndpoints("demo", "echo", n, 1)
 			b.ResetTimer()
@@ -62,7 +63,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 				eps[0] = proto.CloneOf(eps[0])
 				eps[0].Ready = ready
 				tr.Update(time.Now(), true, func(w shard.Writer) { must(w.SetEndpoints("demo/echo", eps)) })
-				await(b, h.reg, "the change", func(s *registry.Snapshot) bool {
+				await(b, h.reg, "the change", func(s clusterset.Snapshot) bool {
 					v, ok := s.Service("demo/echo")
 					return ok && v.Clusters[0].Endpoints[0].GetReady() == ready
 				})

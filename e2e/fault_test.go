@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/registry"
@@ -114,7 +115,7 @@ var isSmallDelta = spokeMsg(func(m *federationpb.SpokeMessage) bool {
 })
 
 // diff says how the hub's shard of east differs from the spoke's.
-func (sp *faultSpoke) diff(s *registry.Snapshot) string {
+func (sp *faultSpoke) diff(s clusterset.Snapshot) string {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	var problems []string

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/ingest"
@@ -152,11 +153,11 @@ func runUplink(t testing.TB, cluster string, tr tracker, dial uplink.Dialer) *up
 }
 
 // await waits for cond on the registry's snapshots, failing after 20s.
-func await(t testing.TB, reg *registry.Registry, what string, cond func(*registry.Snapshot) bool) *registry.Snapshot {
+func await(t testing.TB, reg *registry.Registry, what string, cond func(clusterset.Snapshot) bool) clusterset.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	s, err := reg.Current().Await(ctx, cond)
+	s, err := clusterset.Await(ctx, reg.Current(), cond)
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
@@ -164,7 +165,7 @@ func await(t testing.TB, reg *registry.Registry, what string, cond func(*registr
 }
 
 // endpointsOf returns the addresses of a service's endpoints in one cluster.
-func endpointsOf(s *registry.Snapshot, key string, cluster federation.ClusterID) []string {
+func endpointsOf(s clusterset.Snapshot, key string, cluster federation.ClusterID) []string {
 	v, ok := s.Service(key)
 	if !ok {
 		return nil

@@ -11,11 +11,11 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/clustersetip"
-	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/spoke/imports"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/uplink"
@@ -181,11 +181,11 @@ func exportedAt(name string, at time.Time) *federationpb.Service {
 
 func clustersetIPs(t *testing.T, h *hubRun, key string) []netip.Addr {
 	t.Helper()
-	v, ok := h.Registry().Current().Service(key)
-	if !ok {
+	s := h.Registry().Current()
+	if _, ok := s.Service(key); !ok {
 		t.Fatalf("hub %s has no %s", h.FederationAddr(), key)
 	}
-	return v.ClustersetIPs
+	return s.Import(key).ClustersetIPs
 }
 
 // Two replicas hand out the same ClusterSetIPs; a replica that starts
@@ -256,10 +256,10 @@ func TestImportsAcrossReplicasAndRestarts(t *testing.T) {
 	c := startImportHub(t, "c", cidr)
 	east.connect(t, c)
 	west.connect(t, c)
-	await(t, c.Registry(), "both imports exported by their clusters", func(s *registry.Snapshot) bool {
+	await(t, c.Registry(), "both imports exported by their clusters", func(s clusterset.Snapshot) bool {
 		y, ok1 := s.Service("demo/young")
 		o, ok2 := s.Service("demo/" + oldName)
-		return ok1 && ok2 && len(y.Clusters) == 2 && len(o.Clusters) == 1 && len(y.ClustersetIPs) == 1 && len(o.ClustersetIPs) == 1
+		return ok1 && ok2 && len(y.Clusters) == 2 && len(o.Clusters) == 1 && len(s.Import(y.Key).ClustersetIPs) == 1 && len(s.Import(o.Key).ClustersetIPs) == 1
 	})
 	if got := clustersetIPs(t, c, "demo/young"); got[0].String() != youngIP[0] {
 		t.Errorf("the new replica gives young %v, want %v", got, youngIP)

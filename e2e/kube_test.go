@@ -12,9 +12,9 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub"
-	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/kubetest"
 	"github.com/meshfed/meshfed/spoke"
 )
@@ -130,7 +130,7 @@ func kubeEcho(t *testing.T, c *kubetest.Cluster, zone string, ips ...string) {
 	must(err)
 }
 
-func endpointField(s *registry.Snapshot, cluster federation.ClusterID, addr string, field func(federation.TaggedEndpoint) string) string {
+func endpointField(s clusterset.Snapshot, cluster federation.ClusterID, addr string, field func(clusterset.TaggedEndpoint) string) string {
 	v, ok := s.Service("demo/echo")
 	if !ok {
 		return ""
@@ -154,10 +154,10 @@ func TestKubeTwoClustersConverge(t *testing.T) {
 	reg := f.hub.Registry()
 	ctx := t.Context()
 
-	s := await(t, reg, "both clusters' endpoints", func(s *registry.Snapshot) bool {
+	s := await(t, reg, "both clusters' endpoints", func(s clusterset.Snapshot) bool {
 		return len(endpointsOf(s, "demo/echo", "east")) == 2 && len(endpointsOf(s, "demo/echo", "west")) == 1
 	})
-	if got := endpointField(s, "west", "10.2.0.1", func(e federation.TaggedEndpoint) string {
+	if got := endpointField(s, "west", "10.2.0.1", func(e clusterset.TaggedEndpoint) string {
 		return string(e.Network) + "|" + e.GetLocality().GetZone()
 	}); got != "net-west|z-west" {
 		t.Errorf("west endpoint network|zone = %q", got)
@@ -190,8 +190,8 @@ func TestKubeTwoClustersConverge(t *testing.T) {
 	if _, err := east.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await(t, reg, "the node's new zone", func(s *registry.Snapshot) bool {
-		return endpointField(s, "east", "10.1.0.1", func(e federation.TaggedEndpoint) string { return e.GetLocality().GetZone() }) == "z-other"
+	await(t, reg, "the node's new zone", func(s clusterset.Snapshot) bool {
+		return endpointField(s, "east", "10.1.0.1", func(e clusterset.TaggedEndpoint) string { return e.GetLocality().GetZone() }) == "z-other"
 	})
 
 	// A pod turns not ready.
@@ -203,7 +203,7 @@ func TestKubeTwoClustersConverge(t *testing.T) {
 	if _, err := east.Client.CoreV1().Pods("demo").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await(t, reg, "the pod not ready", func(s *registry.Snapshot) bool {
+	await(t, reg, "the pod not ready", func(s clusterset.Snapshot) bool {
 		for _, w := range s.Workloads() {
 			if w.Cluster == "east" && w.GetName() == "echo-a" {
 				return !w.GetReady()
@@ -239,8 +239,8 @@ func TestKubeTwoClustersConverge(t *testing.T) {
 	if _, err := east.Client.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	moved := await(t, reg, "the namespace's network", func(s *registry.Snapshot) bool {
-		return endpointField(s, "east", "10.1.0.2", func(e federation.TaggedEndpoint) string { return string(e.Network) }) == "net-moved"
+	moved := await(t, reg, "the namespace's network", func(s clusterset.Snapshot) bool {
+		return endpointField(s, "east", "10.1.0.2", func(e clusterset.TaggedEndpoint) string { return string(e.Network) }) == "net-moved"
 	})
 	for s := beforeSplit; s != nil && s.Revision() <= moved.Revision(); s = s.Next() {
 		if got := endpointsOf(s, "demo/echo", "east"); !slices.Equal(got, []string{"10.1.0.1", "10.1.0.2"}) {
@@ -252,7 +252,7 @@ func TestKubeTwoClustersConverge(t *testing.T) {
 	if err := east.MCS.MulticlusterV1alpha1().ServiceExports("demo").Delete(ctx, "echo", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await(t, reg, "east unexported", func(s *registry.Snapshot) bool {
+	await(t, reg, "east unexported", func(s clusterset.Snapshot) bool {
 		return len(endpointsOf(s, "demo/echo", "east")) == 0 && len(endpointsOf(s, "demo/echo", "west")) == 1
 	})
 }
@@ -262,7 +262,7 @@ func TestKubeRestarts(t *testing.T) {
 	kubeEcho(t, f.clusters[0], "z1", "10.1.0.1", "10.1.0.2")
 	stop := f.runSpoke(t, 0, "east", "net-east")
 	reg := f.hub.Registry()
-	synced := await(t, reg, "the first spoke's sync", func(s *registry.Snapshot) bool {
+	synced := await(t, reg, "the first spoke's sync", func(s clusterset.Snapshot) bool {
 		return len(endpointsOf(s, "demo/echo", "east")) == 2
 	})
 
@@ -292,7 +292,7 @@ func TestKubeRestarts(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods("demo").UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await(t, reg, "a change after the API server restarted", func(s *registry.Snapshot) bool {
+	await(t, reg, "a change after the API server restarted", func(s clusterset.Snapshot) bool {
 		for _, w := range s.Workloads() {
 			if w.GetName() == "echo-b" {
 				return !w.GetReady()

@@ -33,6 +33,7 @@ import (
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/registry"
@@ -128,7 +129,7 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	pid := scaleRunSpoke(b, bin, logPath, append(spokeArgs, "--kubeconfig", c.Kubeconfig, "--hub", h.FederationAddr().String(),
 		"--insecure", "--cluster-id", string(scaleCluster), "--network", "net-east", "--log-level", "info",
 		"--debug-addr", debugAddr)...)
-	synced := scaleAwait(b, reg, 5*time.Minute, logPath, "the initial sync", func(s *registry.Snapshot) bool {
+	synced := scaleAwait(b, reg, 5*time.Minute, logPath, "the initial sync", func(s clusterset.Snapshot) bool {
 		return scaleEndpointCount(s) == sc.endpoints()
 	})
 	syncTime := time.Since(syncStart)
@@ -173,7 +174,7 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 		if _, err := c.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		scaleAwait(b, reg, 30*time.Second, logPath, "an endpoint change", func(s *registry.Snapshot) bool {
+		scaleAwait(b, reg, 30*time.Second, logPath, "an endpoint change", func(s clusterset.Snapshot) bool {
 			e := scaleEndpoint(s, ns+"/"+svc, addr)
 			return (e != nil && e.GetReady()) == ready
 		})
@@ -427,11 +428,11 @@ func scaleRunSpoke(b *testing.B, bin, logPath string, args ...string) int {
 }
 
 // scaleAwait waits up to timeout for cond on the registry's snapshots.
-func scaleAwait(b *testing.B, reg *registry.Registry, timeout time.Duration, logPath, what string, cond func(*registry.Snapshot) bool) *registry.Snapshot {
+func scaleAwait(b *testing.B, reg *registry.Registry, timeout time.Duration, logPath, what string, cond func(clusterset.Snapshot) bool) clusterset.Snapshot {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(b.Context(), timeout)
 	defer cancel()
-	s, err := reg.Current().Await(ctx, cond)
+	s, err := clusterset.Await(ctx, reg.Current(), cond)
 	if err != nil {
 		b.Fatalf("waiting for %s: %v (the hub has %d endpoints of %s; status %+v)%s",
 			what, err, scaleEndpointCount(s), scaleCluster, reg.Status(), scaleLogTail(logPath))
@@ -440,7 +441,7 @@ func scaleAwait(b *testing.B, reg *registry.Registry, timeout time.Duration, log
 }
 
 // scaleEndpointCount counts the bench cluster's endpoints in a snapshot.
-func scaleEndpointCount(s *registry.Snapshot) int {
+func scaleEndpointCount(s clusterset.Snapshot) int {
 	n := 0
 	for _, v := range s.Services() {
 		for _, c := range v.Clusters {
@@ -452,7 +453,7 @@ func scaleEndpointCount(s *registry.Snapshot) int {
 	return n
 }
 
-func scaleEndpoint(s *registry.Snapshot, key, addr string) *federation.TaggedEndpoint {
+func scaleEndpoint(s clusterset.Snapshot, key, addr string) *clusterset.TaggedEndpoint {
 	v, ok := s.Service(key)
 	if !ok {
 		return nil

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/spoke"
 )
@@ -67,7 +67,7 @@ func TestKubeLeaderElection(t *testing.T) {
 
 	a := runElectingSpoke(t, f, "spoke-a")
 	waitFor(t, "spoke-a to hold the lease", func() bool { return holder() == "spoke-a" })
-	synced := await(t, reg, "spoke-a's full state", func(s *registry.Snapshot) bool {
+	synced := await(t, reg, "spoke-a's full state", func(s clusterset.Snapshot) bool {
 		return len(endpointsOf(s, "demo/echo", "east")) == 2
 	})
 	waitFor(t, "spoke-a's Event on the rejected slice", func() bool { return events() == 1 })
@@ -103,7 +103,7 @@ func TestKubeLeaderElection(t *testing.T) {
 		if n := len(endpointsOf(s, "demo/echo", "east")); n != 2 {
 			t.Fatalf("revision %d shows %d endpoints of east during the takeover, want 2 throughout", s.Revision(), n)
 		}
-		if info, ok := s.Cluster("east"); !ok || info.State != federation.Live {
+		if info, ok := s.Cluster("east"); !ok || info.State != clusterset.Live {
 			t.Fatalf("revision %d shows east %+v during the takeover, want it live throughout", s.Revision(), info)
 		}
 	}

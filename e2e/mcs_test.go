@@ -386,9 +386,10 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 
 	t.Run("every replica hands out the same ClusterSetIP", func(t *testing.T) {
 		for _, h := range f.hubs {
-			v, ok := h.Registry().Current().Service("demo/echo")
-			if !ok || len(v.ClustersetIPs) != 1 || v.ClustersetIPs[0].String() != vip {
-				t.Errorf("%s: echo's ClusterSetIPs %v, want %s", h.FederationAddr(), v.ClustersetIPs, vip)
+			s := h.Registry().Current()
+			_, ok := s.Service("demo/echo")
+			if ips := s.Import("demo/echo").ClustersetIPs; !ok || len(ips) != 1 || ips[0].String() != vip {
+				t.Errorf("%s: echo's ClusterSetIPs %v, want %s", h.FederationAddr(), ips, vip)
 			}
 		}
 	})
@@ -512,8 +513,10 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 		f.hubs[0].stop()
 		f.startHub(0)
 		eventuallyOK(t, "the restarted replica's echo", func() (bool, string) {
-			v, ok := f.hubs[0].Registry().Current().Service("demo/echo")
-			return ok && len(v.Clusters) == 2 && len(v.ClustersetIPs) == 1 && v.ClustersetIPs[0].String() == vip, fmt.Sprintf("%+v", v)
+			s := f.hubs[0].Registry().Current()
+			v, ok := s.Service("demo/echo")
+			ips := s.Import("demo/echo").ClustersetIPs
+			return ok && len(v.Clusters) == 2 && len(ips) == 1 && ips[0].String() == vip, fmt.Sprintf("%+v %v", v, ips)
 		})
 	})
 

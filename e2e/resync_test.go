@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
@@ -58,17 +59,17 @@ func TestSyncHubLostTheShard(t *testing.T) {
 	b.Apply(in, nil)
 	d := &killableDialer{client: first.client}
 	u := runUplink(t, "east", tr, d.dial)
-	whole := func(s *registry.Snapshot, endpoints int) bool {
+	whole := func(s clusterset.Snapshot, endpoints int) bool {
 		return len(endpointsOf(s, "demo/echo", "east")) == endpoints && s.WorkloadCount() == endpoints
 	}
-	await(t, first.reg, "the first hub's sync", func(s *registry.Snapshot) bool { return whole(s, n) })
+	await(t, first.reg, "the first hub's sync", func(s clusterset.Snapshot) bool { return whole(s, n) })
 	waitFor(t, "ack of the full state", func() bool { return ackedVersion(tr) == 1 })
 
 	d.mu.Lock()
 	d.client = second.client
 	d.mu.Unlock()
 	d.kill()
-	await(t, second.reg, "the second hub's sync", func(s *registry.Snapshot) bool { return whole(s, n) })
+	await(t, second.reg, "the second hub's sync", func(s clusterset.Snapshot) bool { return whole(s, n) })
 	if st := u.Status(); st.Resumed {
 		t.Errorf("uplink status %+v: the second hub resumed a session it never had", st)
 	}
@@ -80,7 +81,7 @@ func TestSyncHubLostTheShard(t *testing.T) {
 		{Kind: normalize.KindEndpointSlice, Namespace: "demo", Name: "echo"},
 		{Kind: normalize.KindPod, Namespace: "demo", Name: fmt.Sprintf("echo-%d", n-1)},
 	})
-	await(t, second.reg, "the change after the resync", func(s *registry.Snapshot) bool { return whole(s, n-1) })
+	await(t, second.reg, "the change after the resync", func(s clusterset.Snapshot) bool { return whole(s, n-1) })
 	if fulls := second.fullChunks(); fulls != 1 {
 		t.Errorf("the second hub received %d chunks of full updates, want 1", fulls)
 	}

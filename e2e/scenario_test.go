@@ -18,12 +18,12 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/examples/demo"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/debug"
-	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/spoke"
 )
@@ -109,7 +109,7 @@ func TestScenarioTwoFileSpokes(t *testing.T) {
 	f.startSpoke(t, "west", "network-west", filepath.Join(dir, "west"))
 	reg := f.hub.Registry()
 
-	s := await(t, reg, "both clusters' echo endpoints", func(s *registry.Snapshot) bool {
+	s := await(t, reg, "both clusters' echo endpoints", func(s clusterset.Snapshot) bool {
 		return len(endpointsOf(s, "demo/echo", "east")) == 2 && len(endpointsOf(s, "demo/echo", "west")) == 2 &&
 			s.ServiceCount() == 3
 	})
@@ -132,7 +132,7 @@ func TestScenarioTwoFileSpokes(t *testing.T) {
 	}
 	for _, id := range []federation.ClusterID{"east", "west"} {
 		c, ok := s.Cluster(id)
-		if !ok || c.State != federation.Live || len(c.Gateways) == 0 {
+		if !ok || c.State != clusterset.Live || len(c.Gateways) == 0 {
 			t.Errorf("cluster %s: %+v, want live with gateways", id, c)
 		}
 	}
@@ -153,7 +153,7 @@ func TestScenarioTwoFileSpokes(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "east", "others.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	await(t, reg, "east's edits", func(s *registry.Snapshot) bool {
+	await(t, reg, "east's edits", func(s clusterset.Snapshot) bool {
 		v, ok := s.Service("demo/echo")
 		if !ok {
 			return false

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/spoke/shard"
@@ -22,11 +23,11 @@ func TestSyncAckAndDelta(t *testing.T) {
 	d := &killableDialer{client: h.client}
 	runUplink(t, "east", tr, d.dial)
 
-	await(t, h.reg, "initial sync", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 3 })
+	await(t, h.reg, "initial sync", func(s clusterset.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 3 })
 	tr.Update(time.Now(), true, func(w shard.Writer) {
 		must(w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", 2, 1)))
 	})
-	await(t, h.reg, "delta", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 2 })
+	await(t, h.reg, "delta", func(s clusterset.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 2 })
 
 	got := h.received()
 	if len(got) != 2 || !got[0].GetFull() || got[1].GetFull() {
@@ -198,7 +199,7 @@ func TestSyncReconnectResumes(t *testing.T) {
 	fill(tr, "east", "n1", 50)
 	d := &killableDialer{client: h.client}
 	u := runUplink(t, "east", tr, d.dial)
-	await(t, h.reg, "initial sync", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 50 })
+	await(t, h.reg, "initial sync", func(s clusterset.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 50 })
 	waitFor(t, "ack of the full state", func() bool { return ackedVersion(tr) == 1 })
 
 	d.kill()
@@ -209,7 +210,7 @@ func TestSyncReconnectResumes(t *testing.T) {
 	tr.Update(time.Now(), true, func(w shard.Writer) {
 		must(w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", 49, 1)))
 	})
-	await(t, h.reg, "the change after reconnecting", func(s *registry.Snapshot) bool {
+	await(t, h.reg, "the change after reconnecting", func(s clusterset.Snapshot) bool {
 		return len(endpointsOf(s, "demo/echo", "east")) == 49
 	})
 	st := u.Status()
@@ -236,7 +237,7 @@ func TestSyncRestartedSpokeDoesNotFlap(t *testing.T) {
 		defer close(done)
 		_ = u1.Run(ctx)
 	}()
-	before := await(t, h.reg, "first spoke's sync", func(s *registry.Snapshot) bool {
+	before := await(t, h.reg, "first spoke's sync", func(s clusterset.Snapshot) bool {
 		return len(endpointsOf(s, "demo/echo", "east")) == 20
 	})
 	cancel()
@@ -266,7 +267,7 @@ func TestSyncChunkedInitialSync(t *testing.T) {
 	tr := newTracker()
 	fill(tr, "east", "n1", 5000)
 	runUplink(t, "east", tr, (&killableDialer{client: h.client}).dial)
-	await(t, h.reg, "chunked sync", func(s *registry.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 5000 })
+	await(t, h.reg, "chunked sync", func(s clusterset.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 5000 })
 
 	chunks := h.received()
 	if len(chunks) < 3 {

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/xds"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
-	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/echo"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/spoke/shard"
@@ -191,12 +191,11 @@ func TestXDSGRPCClientDialsClustersetIP(t *testing.T) {
 	f := startXDSFleet(t)
 	f.cluster(t, "east", "net1", "z-east", nil, startBackend(t, "127.0.0.34", "east"))
 	f.cluster(t, "west", "net1", "z-west", nil, startBackend(t, "127.0.0.44", "west"))
-	s := await(t, f.hub.Registry(), "echo with a ClusterSetIP in both clusters", func(s *registry.Snapshot) bool {
+	s := await(t, f.hub.Registry(), "echo with a ClusterSetIP in both clusters", func(s clusterset.Snapshot) bool {
 		v, ok := s.Service("demo/echo")
-		return ok && len(v.Clusters) == 2 && len(v.ClustersetIPs) == 1
+		return ok && len(v.Clusters) == 2 && len(s.Import("demo/echo").ClustersetIPs) == 1
 	})
-	v, _ := s.Service("demo/echo")
-	vip := v.ClustersetIPs[0]
+	vip := s.Import("demo/echo").ClustersetIPs[0]
 	if !netip.MustParsePrefix("240.242.0.0/16").Contains(vip) {
 		t.Fatalf("ClusterSetIP %s outside the default pool", vip)
 	}

@@ -24,9 +24,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
-	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/spoke/shard"
 )
@@ -63,7 +63,7 @@ func TestXDSAuthMutualTLS(t *testing.T) {
 	runUplink(t, "west", west, (&killableDialer{client: federationClient(t, h.FederationAddr().String())}).dial)
 	// West is known before any proxy asks: the hub takes a cluster the
 	// clusterset does not know to be in its own trust domain.
-	await(t, h.Registry(), "west's trust domain", func(s *registry.Snapshot) bool {
+	await(t, h.Registry(), "west's trust domain", func(s clusterset.Snapshot) bool {
 		c, ok := s.Cluster("west")
 		return ok && c.TrustDomain == "west.example"
 	})

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshfed/meshfed/bench"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
@@ -71,9 +72,9 @@ var fanoutTypes = []string{resourcev3.ListenerType, resourcev3.RouteType, resour
 
 // serveFrom returns the channel an xDS server starts from: the registry's
 // current snapshot, at once.
-func serveFrom(reg *registry.Registry) <-chan xds.Snapshot {
-	first := make(chan xds.Snapshot, 1)
-	first <- hub.XDSSnapshot(reg.Current())
+func serveFrom(reg *registry.Registry) <-chan clusterset.Snapshot {
+	first := make(chan clusterset.Snapshot, 1)
+	first <- reg.Current()
 	return first
 }
 
@@ -668,7 +669,7 @@ func hasAddress(cla []byte, addr string) bool {
 
 // checkDecoder makes sure the clients' partial decoding agrees with the
 // messages package reference builds.
-func checkDecoder(b *testing.B, snap *registry.Snapshot) {
+func checkDecoder(b *testing.B, snap clusterset.Snapshot) {
 	b.Helper()
 	v, ok := snap.Service(federation.ServiceKey("bench", "svc-00"))
 	if !ok {

@@ -28,6 +28,7 @@ import (
 	"istio.io/istio/pkg/workloadapi"
 
 	"github.com/meshfed/meshfed/bench"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
@@ -101,7 +102,7 @@ func zbPodIP(pod zbPod) string {
 
 // zbWorkloadKey is the pod's Address name: cluster/uid.
 func zbWorkloadKey(pod zbPod) string {
-	return federation.WorkloadKey(federation.ClusterID(fanoutClusterID(pod.c)), "uid-"+zbPodName(pod.s, pod.p))
+	return clusterset.WorkloadKey(federation.ClusterID(fanoutClusterID(pod.c)), "uid-"+zbPodName(pod.s, pod.p))
 }
 
 // zbSplitName is the name the workload builder gives the split-horizon

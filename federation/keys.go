@@ -6,6 +6,9 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
+// ClustersetDomain is the DNS domain of MCS-exported services.
+const ClustersetDomain = "clusterset.local"
+
 // ServiceKey is the key of a service in a shard and in the clusterset:
 // "namespace/name". Services with the same key in several clusters are one
 // service (namespace sameness).

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/hub/policy"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/xds"
@@ -26,7 +26,7 @@ clusters:
 	reg := registry.New(registry.Config{})
 	authorize := proxyAuthorizer("cluster.local", reg)
 	id := func(s string) *url.URL { u, _ := url.Parse(s); return u }
-	clusters := []*federation.ClusterInfo{{ID: "west", TrustDomain: "west.example"}}
+	clusters := []*clusterset.ClusterInfo{{ID: "west", TrustDomain: "west.example"}}
 	eastSA, westSA := id("spiffe://cluster.local/ns/a/sa/b"), id("spiffe://west.example/ns/a/sa/b")
 
 	// Without a policy, the network is the proxy's word.

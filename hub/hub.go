@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"k8s.io/utils/clock"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/federation/syncproto"
@@ -39,22 +40,6 @@ import (
 	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/xds"
 )
-
-// XDSSnapshot adapts a registry snapshot (and those that follow it) to the
-// read-only view xds declares, so that xds never imports the hub.
-func XDSSnapshot(s *registry.Snapshot) xds.Snapshot { return snapshotView{s} }
-
-type snapshotView struct{ *registry.Snapshot }
-
-var _ xds.Snapshot = snapshotView{}
-
-func (s snapshotView) Next() xds.Snapshot {
-	n := s.Snapshot.Next()
-	if n == nil {
-		return nil
-	}
-	return snapshotView{n}
-}
 
 // Hub is a running hub's components. Its listeners are bound by New, so
 // their addresses are known before Run.
@@ -242,7 +227,7 @@ func newXDS(cfg Config, reg *registry.Registry, promReg prometheus.Registerer, e
 // cluster policy, in one the policy lists for that cluster.
 func proxyAuthorizer(defaultTrustDomain string, reg *registry.Registry) xds.Authorizer {
 	base := xds.TrustDomainAuthorizer(defaultTrustDomain)
-	return func(id *url.URL, p xds.Proxy, clusters []*federation.ClusterInfo) error {
+	return func(id *url.URL, p xds.Proxy, clusters []*clusterset.ClusterInfo) error {
 		if err := base(id, p, clusters); err != nil {
 			return err
 		}
@@ -392,13 +377,13 @@ func (h *Hub) Run(ctx context.Context) error {
 	// Neither proxies nor importing spokes are served before the
 	// registry is warm: a restarted hub must not tell a spoke to delete
 	// the imports of clusters still to reconnect.
-	first := make(chan xds.Snapshot, 1)
+	first := make(chan clusterset.Snapshot, 1)
 	if h.xds == nil {
 		h.warm.Store(true)
 	}
 	g.Go(func() error {
 		snap := warmUp(ctx, h.registry, h.cfg.XDSWarmUpQuiet, h.cfg.XDSWarmUp, clock.RealClock{}, h.log.With("component", "warmup"))
-		first <- snapshotView{snap}
+		first <- snap
 		h.warm.Store(true)
 		if ctx.Err() == nil {
 			close(h.registryWarm)

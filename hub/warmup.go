@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub/registry"
 )
@@ -24,7 +25,7 @@ import (
 // new, and spokes look the hub's name up again only every few seconds)
 // would serve an empty clusterset. It wakes on the registry's status
 // changes only.
-func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Duration, clk clock.Clock, log *slog.Logger) *registry.Snapshot {
+func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Duration, clk clock.Clock, log *slog.Logger) clusterset.Snapshot {
 	if limit <= 0 {
 		return reg.Current()
 	}
@@ -53,7 +54,7 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 		w, s := 0, 0
 		for _, st := range status {
 			switch {
-			case st.State == federation.Withdrawn:
+			case st.State == clusterset.Withdrawn:
 			case st.ShardVersion > 0:
 				s++
 			case st.Connected || st.Expected:
@@ -107,7 +108,7 @@ func warmUp(ctx context.Context, reg *registry.Registry, quiet, limit time.Durat
 func missing(status []registry.ClusterStatus) []federation.ClusterID {
 	var out []federation.ClusterID
 	for _, st := range status {
-		if st.State != federation.Withdrawn && st.ShardVersion == 0 && (st.Connected || st.Expected) && len(out) < 10 {
+		if st.State != clusterset.Withdrawn && st.ShardVersion == 0 && (st.Connected || st.Expected) && len(out) < 10 {
 			out = append(out, st.ID)
 		}
 	}

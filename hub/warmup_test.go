@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/registry"
@@ -40,7 +41,7 @@ func TestWarmUpWaitsForConnectedSpokes(t *testing.T) {
 	}
 	west := reg.Connect("west", "s")
 	reg.Expect([]federation.ClusterID{"east", "west"}) // what their Hellos named
-	done := make(chan *registry.Snapshot)
+	done := make(chan clusterset.Snapshot)
 	go func() { done <- warmUp(t.Context(), reg, 20*time.Millisecond, time.Hour, clock.RealClock{}, quietLog) }()
 	if err := west.Apply("s", shard("west")); err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestWarmUpGivesUp(t *testing.T) {
 	reg := registry.New(registry.Config{})
 	clk := testingclock.NewFakeClock(time.Unix(0, 0))
 	const limit = time.Minute
-	done := make(chan *registry.Snapshot, 1)
+	done := make(chan clusterset.Snapshot, 1)
 	go func() { done <- warmUp(t.Context(), reg, time.Hour, limit, clk, quietLog) }()
 	clk.Step(10 * limit)
 	if len(done) != 0 {
@@ -101,7 +102,7 @@ func TestWarmUpWaitsWhileMembersSync(t *testing.T) {
 	reg.Expect([]federation.ClusterID{"east", "west", "north"})
 	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	done := make(chan *registry.Snapshot, 1)
+	done := make(chan clusterset.Snapshot, 1)
 	go func() { done <- warmUp(t.Context(), reg, time.Second, limit, clk, log) }()
 	north := reg.Connect("north", "s") // connects and never sends its shard
 	defer north.Close()
@@ -158,7 +159,7 @@ func TestWarmUpFollowsStatus(t *testing.T) {
 	}
 	west := reg.Connect("west", "s")
 	reg.Expect([]federation.ClusterID{"east"}) // east's Hello named the clusterset as it knew it
-	done := make(chan *registry.Snapshot, 1)
+	done := make(chan clusterset.Snapshot, 1)
 	go func() { done <- warmUp(t.Context(), reg, quiet, time.Hour, clk, quietLog) }()
 	awaitWaiters(t, clk, 1) // the deadline alone: west has sent nothing
 	clk.Step(10 * quiet)
@@ -204,7 +205,7 @@ func TestWarmUpNeedsNamedMembers(t *testing.T) {
 	if err := reg.Connect("north", "s").Apply("s", shard("north")); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan *registry.Snapshot, 1)
+	done := make(chan clusterset.Snapshot, 1)
 	go func() { done <- warmUp(t.Context(), reg, quiet, limit, clk, quietLog) }()
 	awaitWaiters(t, clk, 1) // the deadline alone
 	clk.Step(10 * quiet)
@@ -270,7 +271,7 @@ func TestWarmUpWaitsForExpectedClusters(t *testing.T) {
 	if n := reg.Expect([]federation.ClusterID{"east", "west", "Not_A_Label"}); n != 1 {
 		t.Fatalf("Expect added %d clusters, want west only", n)
 	}
-	done := make(chan *registry.Snapshot, 1)
+	done := make(chan clusterset.Snapshot, 1)
 	go func() { done <- warmUp(t.Context(), reg, quiet, time.Hour, clk, quietLog) }()
 	awaitWaiters(t, clk, 1) // the deadline alone: west is awaited
 	clk.Step(10 * quiet)

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/internal/pki"
 )
 
@@ -32,7 +32,7 @@ import (
 // those reasons, any other as "denied". It runs on the first request of
 // every stream, under the lock of the book of proxies: it must be quick
 // and must not block.
-type Authorizer func(id *url.URL, p Proxy, clusters []*federation.ClusterInfo) error
+type Authorizer func(id *url.URL, p Proxy, clusters []*clusterset.ClusterInfo) error
 
 // TrustDomainAuthorizer admits identities of the clusterset's trust
 // domains: defaultTrustDomain and those its clusters name. A proxy that
@@ -43,10 +43,10 @@ type Authorizer func(id *url.URL, p Proxy, clusters []*federation.ClusterInfo) e
 // identities it would itself call that cluster's. What a cluster names
 // is what its spoke declared, which the hub's cluster policy checks.
 func TrustDomainAuthorizer(defaultTrustDomain string) Authorizer {
-	return func(id *url.URL, p Proxy, clusters []*federation.ClusterInfo) error {
+	return func(id *url.URL, p Proxy, clusters []*clusterset.ClusterInfo) error {
 		td := id.Host
-		of := func(c *federation.ClusterInfo) string { return cmp.Or(c.TrustDomain, defaultTrustDomain) }
-		if td != defaultTrustDomain && !slices.ContainsFunc(clusters, func(c *federation.ClusterInfo) bool { return of(c) == td }) {
+		of := func(c *clusterset.ClusterInfo) string { return cmp.Or(c.TrustDomain, defaultTrustDomain) }
+		if td != defaultTrustDomain && !slices.ContainsFunc(clusters, func(c *clusterset.ClusterInfo) bool { return of(c) == td }) {
 			all := []string{defaultTrustDomain}
 			for _, c := range clusters {
 				if !slices.Contains(all, of(c)) {
@@ -60,7 +60,7 @@ func TrustDomainAuthorizer(defaultTrustDomain string) Authorizer {
 			return nil
 		}
 		want := defaultTrustDomain
-		if i := slices.IndexFunc(clusters, func(c *federation.ClusterInfo) bool { return c.ID == p.Cluster }); i >= 0 {
+		if i := slices.IndexFunc(clusters, func(c *clusterset.ClusterInfo) bool { return c.ID == p.Cluster }); i >= 0 {
 			want = of(clusters[i])
 		}
 		if td != want {
@@ -127,7 +127,7 @@ func (a *streamAuth) refuseUnauthenticated(p *peer.Peer, err error) error {
 
 // check authorizes the proxy of a stream whose peer is id (nil when
 // identities are not required).
-func (a *streamAuth) check(id *url.URL, p Proxy, clusters []*federation.ClusterInfo) error {
+func (a *streamAuth) check(id *url.URL, p Proxy, clusters []*clusterset.ClusterInfo) error {
 	if !a.required {
 		return nil
 	}

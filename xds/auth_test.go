@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/xds/xdstest"
@@ -46,12 +47,12 @@ const (
 	otherTD = "other.example"
 )
 
-func authClusterset() Snapshot {
+func authClusterset() clusterset.Snapshot {
 	c := xdstest.New()
-	c.SetCluster(federation.ClusterInfo{ID: "east", Network: "net-east"})
-	c.SetCluster(federation.ClusterInfo{ID: "west", Network: "net-west", TrustDomain: westTD})
+	c.SetCluster(clusterset.ClusterInfo{ID: "east", Network: "net-east"})
+	c.SetCluster(clusterset.ClusterInfo{ID: "west", Network: "net-west", TrustDomain: westTD})
 	c.SetService("east", echoWithPorts(8080))
-	return testSnapshot{c.Publish()}
+	return c.Publish()
 }
 
 // testPKI is a CA per trust domain, a bundle of them all in dir/ca.crt,
@@ -134,14 +135,14 @@ func adsClient(t *testing.T, addr string, opts ...grpc.DialOption) discovery.Agg
 }
 
 // serve runs a server over snap until the test ends.
-func serve(t *testing.T, cfg Config, snap Snapshot) *Server {
+func serve(t *testing.T, cfg Config, snap clusterset.Snapshot) *Server {
 	t.Helper()
 	cfg.Addr = "127.0.0.1:0"
 	s, err := New(cfg, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := make(chan Snapshot, 1)
+	first := make(chan clusterset.Snapshot, 1)
 	first <- snap
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -303,7 +304,7 @@ func TestXDSAuthorizeHook(t *testing.T) {
 	var asked []string
 	s := serve(t, Config{
 		TrustDomain: hubTD, TLS: p.serverTLS(t),
-		Authorize: func(id *url.URL, proxy Proxy, _ []*federation.ClusterInfo) error {
+		Authorize: func(id *url.URL, proxy Proxy, _ []*clusterset.ClusterInfo) error {
 			asked = append(asked, id.String()+" "+proxy.ID+" "+string(proxy.Cluster)) // under the book's lock
 			if strings.HasPrefix(id.Path, "/ns/kube-system/") {
 				return nil
@@ -440,7 +441,7 @@ func (a fakeAddr) Network() string { return string(a) }
 func (a fakeAddr) String() string  { return string(a) }
 
 func TestTrustDomainAuthorizer(t *testing.T) {
-	clusters := []*federation.ClusterInfo{{ID: "east"}, {ID: "west", TrustDomain: westTD}}
+	clusters := []*clusterset.ClusterInfo{{ID: "east"}, {ID: "west", TrustDomain: westTD}}
 	authorize := TrustDomainAuthorizer(hubTD)
 	for _, tc := range []struct {
 		id      string

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/xds/resources"
@@ -55,7 +56,7 @@ const (
 type ClusterNotes func(federation.ClusterID) string
 
 // explainSnap is the snapshot the server last pushed, for explain.
-type explainSnap struct{ Snapshot }
+type explainSnap struct{ clusterset.Snapshot }
 
 // lastPushed is the server's last pushed snapshot.
 type lastPushed = atomic.Pointer[explainSnap]
@@ -114,7 +115,7 @@ func (s *Server) Explain(proxyID, service, endpoint string) Explanation {
 	add("port", VerdictOK, "port %d (%s): xDS cluster %s", sp.GetPort(), cmp.Or(sp.GetName(), "unnamed"), clusterName)
 
 	// The clusters, and the endpoint.
-	var target *federation.TaggedEndpoint
+	var target *clusterset.TaggedEndpoint
 	for _, c := range v.Clusters {
 		state := "live"
 		if c.Stale {
@@ -146,14 +147,14 @@ func (s *Server) Explain(proxyID, service, endpoint string) Explanation {
 	}
 
 	// Network and assignment.
-	gateways := resources.GatewaysByNetwork(snap.Clusters(), federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
+	gateways := snap.Gateways()
 	cla := resources.Assignment(v, hostname, sp, view, gateways)
 	if target != nil {
 		if target.Network == view.Network {
 			add("network", VerdictOK, "on the proxy's network %q: sent as it is", view.Network)
 			ex.Sees = explainEntry(cla, target.GetAddress(), add)
 		} else {
-			gws := gateways[target.Network]
+			gws := gateways.MTLS(target.Network)
 			if len(gws) == 0 {
 				add("network", VerdictNo, "on network %q, the proxy on %q, and no cluster reports an east-west gateway (TLS, 15443) of %q: unreachable from this proxy", target.Network, view.Network, target.Network)
 				return ex
@@ -264,11 +265,11 @@ func splitHostPort(s string) (string, uint32) {
 // findService finds a service by its cluster-local or clusterset
 // hostname, or a ClusterSetIP, and returns the hostname its xDS
 // resources carry.
-func findService(snap Snapshot, host string) (*federation.ServiceView, string) {
+func findService(snap clusterset.Snapshot, host string) (*clusterset.ServiceView, string) {
 	ip, isIP := netip.ParseAddr(host)
 	for _, v := range snap.Services() {
 		switch {
-		case isIP == nil && slices.Contains(v.ClustersetIPs, ip):
+		case isIP == nil && slices.Contains(snap.Import(v.Key).ClustersetIPs, ip):
 			return v, v.ClustersetHostname
 		case host == v.Hostname, host == v.ClustersetHostname && host != "":
 			return v, host
@@ -279,7 +280,7 @@ func findService(snap Snapshot, host string) (*federation.ServiceView, string) {
 
 // pickPort returns the service's TCP port number port, or its only one
 // when port is 0.
-func pickPort(v *federation.ServiceView, port uint32) *federationpb.ServicePort {
+func pickPort(v *clusterset.ServiceView, port uint32) *federationpb.ServicePort {
 	ports := resources.Ports(v)
 	if port == 0 && len(ports) == 1 {
 		return ports[0]
@@ -292,7 +293,7 @@ func pickPort(v *federation.ServiceView, port uint32) *federationpb.ServicePort 
 	return nil
 }
 
-func portList(v *federation.ServiceView) string {
+func portList(v *clusterset.ServiceView) string {
 	var out []string
 	for _, p := range resources.Ports(v) {
 		out = append(out, strconv.Itoa(int(p.GetPort())))

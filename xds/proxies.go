@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/translate"
@@ -31,7 +31,7 @@ type proxies struct {
 	log      *slog.Logger
 	metrics  *metrics
 	auth     *streamAuth
-	clusters atomic.Pointer[[]*federation.ClusterInfo] // of the last pushed snapshot
+	clusters atomic.Pointer[[]*clusterset.ClusterInfo] // of the last pushed snapshot
 	// sets tells which revision of a set a proxy's ACK names (the
 	// cache); nil times nothing.
 	sets setRevisions
@@ -143,7 +143,7 @@ const maxNonces = 8
 
 // setClusters records the clusters of the snapshot being pushed: a proxy
 // that names its cluster but no network is on that cluster's network.
-func (p *proxies) setClusters(c []*federation.ClusterInfo) { p.clusters.Store(&c) }
+func (p *proxies) setClusters(c []*clusterset.ClusterInfo) { p.clusters.Store(&c) }
 
 func (p *proxies) hasClusters() bool { return p.clusters.Load() != nil }
 
@@ -151,7 +151,7 @@ func (p *proxies) proxyFromNode(node *adspb.Node) (Proxy, error) {
 	return ProxyFromNode(node, p.knownClusters())
 }
 
-func (p *proxies) knownClusters() []*federation.ClusterInfo {
+func (p *proxies) knownClusters() []*clusterset.ClusterInfo {
 	if c := p.clusters.Load(); c != nil {
 		return *c
 	}

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/xds/resources"
@@ -32,7 +33,7 @@ func (p Proxy) View() resources.View {
 
 // ProxyFromNode reads a proxy's identity from its xDS node. A proxy that
 // names no network is on its cluster's default network (from clusters).
-func ProxyFromNode(node *adspb.Node, clusters []*federation.ClusterInfo) (Proxy, error) {
+func ProxyFromNode(node *adspb.Node, clusters []*clusterset.ClusterInfo) (Proxy, error) {
 	if node == nil {
 		return Proxy{}, errors.New("the request carries no node")
 	}

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/internal/adspb"
 )
 
@@ -18,7 +18,7 @@ func FuzzProxyFromNode(f *testing.F) {
 	f.Add("sidecar~10.0.0.1~echo.demo~demo.svc.cluster.local", "east", "network-east", "us-east1", "us-east1-a", "")
 	f.Add("ztunnel", "", "", "", "", "")
 	f.Add("x", "Not_A_Label", "net/work", strings.Repeat("r", 200), "z", "s")
-	clusters := []*federation.ClusterInfo{{ID: "east", Network: "network-east"}}
+	clusters := []*clusterset.ClusterInfo{{ID: "east", Network: "network-east"}}
 	f.Fuzz(func(t *testing.T, id, cluster, network, region, zone, subzone string) {
 		if !utf8.ValidString(id + cluster + network + region + zone + subzone) {
 			return // protobuf decoding rejects invalid UTF-8 before the hub sees it

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"k8s.io/utils/clock"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/internal/grpccodec"
@@ -162,7 +163,7 @@ func (s *Server) Addr() net.Addr { return s.lis.Addr() }
 // the snapshot to start from: after a restart, a hub that answered at once
 // would send a clusterset with its spokes still reconnecting. From that
 // snapshot on, the server follows the snapshots' chain.
-func (s *Server) Run(ctx context.Context, first <-chan Snapshot) error {
+func (s *Server) Run(ctx context.Context, first <-chan clusterset.Snapshot) error {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(s.cfg.MaxMessageBytes),
@@ -193,7 +194,7 @@ func (s *Server) Run(ctx context.Context, first <-chan Snapshot) error {
 	select {
 	case <-ctx.Done():
 	case snap := <-first:
-		s.push(snap, federation.Changes{})
+		s.push(snap, clusterset.Changes{})
 		close(s.ready)
 		s.log.Info("xds serving", "addr", s.Addr().String(), "revision", snap.Revision())
 		s.loop(ctx, snap)
@@ -228,7 +229,7 @@ func (s *Server) Alive(stall time.Duration) error {
 // loop pushes the snapshots that follow snap, coalescing those that come
 // faster than PushInterval, and builds the sets of views proxies start to
 // use.
-func (s *Server) loop(ctx context.Context, snap Snapshot) {
+func (s *Server) loop(ctx context.Context, snap clusterset.Snapshot) {
 	var last time.Time
 	// An idle loop wakes to beat; a push in progress beats when it ends.
 	beat := s.clock.NewTimer(liveness.Interval)
@@ -243,7 +244,7 @@ func (s *Server) loop(ctx context.Context, snap Snapshot) {
 			beat.Reset(liveness.Interval)
 			continue
 		case <-s.proxies.viewsChanged():
-			s.push(snap, federation.Changes{})
+			s.push(snap, clusterset.Changes{})
 			continue
 		case <-snap.Done():
 		}
@@ -256,11 +257,8 @@ func (s *Server) loop(ctx context.Context, snap Snapshot) {
 			case <-t.C():
 			}
 		}
-		var changes federation.Changes
-		for next := snap.Next(); next != nil; next = snap.Next() {
-			snap = next
-			changes.Fold(snap.Changes())
-		}
+		var changes clusterset.Changes
+		snap, changes = clusterset.Newest(snap)
 		// The interval runs from the start of a push, so that changes that
 		// come slower than one per interval are each pushed at once.
 		last = s.clock.Now()
@@ -271,7 +269,7 @@ func (s *Server) loop(ctx context.Context, snap Snapshot) {
 }
 
 // push translates a snapshot for the views in use and applies the result.
-func (s *Server) push(snap Snapshot, changes federation.Changes) {
+func (s *Server) push(snap clusterset.Snapshot, changes clusterset.Changes) {
 	if changes.Clusters || !s.proxies.hasClusters() {
 		s.proxies.setClusters(snap.Clusters())
 	}

@@ -14,23 +14,13 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/xdstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// testSnapshot adapts the test clusterset's snapshots to Snapshot.
-type testSnapshot struct{ *xdstest.Snapshot }
-
-func (s testSnapshot) Next() Snapshot {
-	if n := s.Snapshot.Next(); n != nil {
-		return testSnapshot{n}
-	}
-	return nil
-}
 
 // echoWithPorts is demo/echo with a port for each number.
 func echoWithPorts(ports ...uint32) *federationpb.Service {
@@ -59,10 +49,10 @@ func TestPushLoopDebounces(t *testing.T) {
 	defer func() { _ = s.lis.Close() }()
 
 	c := xdstest.New()
-	c.SetCluster(federation.ClusterInfo{ID: "east", Network: "n1"})
+	c.SetCluster(clusterset.ClusterInfo{ID: "east", Network: "n1"})
 	c.SetService("east", echoWithPorts(8080))
-	first := testSnapshot{c.Publish()}
-	s.push(first, federation.Changes{})
+	first := c.Publish()
+	s.push(first, clusterset.Changes{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/xds/translate"
 	"github.com/meshfed/meshfed/xds/xdstest"
@@ -98,8 +98,8 @@ func resourceNames(r *discovery.DiscoveryResponse) []string {
 func sotwServer(t *testing.T) *Server {
 	t.Helper()
 	c := xdstest.New()
-	c.SetCluster(federation.ClusterInfo{ID: "east", Network: "n1"})
-	s := serve(t, Config{}, testSnapshot{c.Publish()})
+	c.SetCluster(clusterset.ClusterInfo{ID: "east", Network: "n1"})
+	s := serve(t, Config{}, c.Publish())
 	<-s.Pushed()
 	return s
 }

@@ -15,10 +15,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/examples/demo"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub"
-	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/echo"
 	"github.com/meshfed/meshfed/internal/pki"
@@ -139,7 +139,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	g.Go(func() error {
 		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		if _, err := h.Registry().Current().Await(waitCtx, demoReady); err != nil {
+		if _, err := clusterset.Await(waitCtx, h.Registry().Current(), demoReady); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -156,10 +156,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // demoReady holds when every demo cluster has sent its shard and is live.
-func demoReady(s *registry.Snapshot) bool {
+func demoReady(s clusterset.Snapshot) bool {
 	for _, c := range demoClusters {
 		info, ok := s.Cluster(federation.ClusterID(c.id))
-		if !ok || info.State != federation.Live {
+		if !ok || info.State != clusterset.Live {
 			return false
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/hub/debug"
 	"github.com/meshfed/meshfed/hub/registry"
 )
@@ -16,11 +16,11 @@ func TestPrintStatus(t *testing.T) {
 	body := debug.ClustersResponse{Clusters: []registry.ClusterStatus{
 		{
 			ID: "east", Network: "n1", Connected: true, Duplicate: "two spokes stream for this cluster: 10.0.0.2:2000 holds it, 10.0.0.1:1001 was refused 3s ago",
-			State: federation.Live, StateSince: now.Add(-time.Hour), ShardVersion: 7, LastAck: now.Add(-2 * time.Second), Build: "v0.2.0", Gateways: 1,
+			State: clusterset.Live, StateSince: now.Add(-time.Hour), ShardVersion: 7, LastAck: now.Add(-2 * time.Second), Build: "v0.2.0", Gateways: 1,
 			LastChangeAt: now.Add(-time.Minute), LastChangeObservedAt: now.Add(-time.Minute - 42*time.Millisecond),
 		},
 		{
-			ID: "west", Network: "n2", State: federation.Stale, StateSince: now.Add(-time.Minute), PolicyRefusals: 2, Nacks: 2,
+			ID: "west", Network: "n2", State: clusterset.Stale, StateSince: now.Add(-time.Minute), PolicyRefusals: 2, Nacks: 2,
 			LastNack: now.Add(-3 * time.Second), LastNackReason: `cluster "west": version 4: cluster west: network: network "n1" is not one of the cluster's (allowed: "n2") (not allowed by the cluster policy)`,
 		},
 	}}

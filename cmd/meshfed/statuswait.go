@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub/registry"
 )
@@ -123,7 +124,7 @@ func notReady(s *hubStatus, want []federation.ClusterID, now time.Time) []string
 	known, counted := map[federation.ClusterID]bool{}, 0
 	for _, c := range s.clusters.Clusters {
 		known[c.ID] = true
-		if c.State == federation.Withdrawn && !slices.Contains(want, c.ID) {
+		if c.State == clusterset.Withdrawn && !slices.Contains(want, c.ID) {
 			continue // gone for good, as far as the hub knows
 		}
 		counted++
@@ -147,13 +148,13 @@ func notReady(s *hubStatus, want []federation.ClusterID, now time.Time) []string
 // when it is.
 func clusterNotReady(c registry.ClusterStatus, now time.Time) string {
 	switch {
-	case c.State == federation.Withdrawn:
+	case c.State == clusterset.Withdrawn:
 		return "withdrawn " + age(c.StateSince, now, "")
 	case c.Expected:
 		return "a member the hub has not heard from since it started"
 	case !c.Connected:
 		return fmt.Sprintf("%s, its spoke disconnected %s", c.State, age(c.DisconnectedAt, now, "-"))
-	case c.State != federation.Live:
+	case c.State != clusterset.Live:
 		return c.State.String()
 	case c.LastAck.IsZero():
 		return "connected; its shard has not arrived yet"

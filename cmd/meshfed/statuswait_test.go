@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
@@ -370,7 +371,7 @@ func TestStatusRefusesBadFlags(t *testing.T) {
 // TestNotReady: what --wait waits for, and why.
 func TestNotReady(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	synced := registry.ClusterStatus{ID: "east", State: federation.Live, Connected: true, LastAck: now.Add(-time.Second)}
+	synced := registry.ClusterStatus{ID: "east", State: clusterset.Live, Connected: true, LastAck: now.Add(-time.Second)}
 	with := func(id federation.ClusterID, edit func(*registry.ClusterStatus)) registry.ClusterStatus {
 		c := synced
 		c.ID = id
@@ -392,11 +393,11 @@ func TestNotReady(t *testing.T) {
 			clusters: []registry.ClusterStatus{
 				with("a", func(c *registry.ClusterStatus) { c.Expected, c.Connected, c.LastAck = true, false, time.Time{} }),
 				with("b", func(c *registry.ClusterStatus) {
-					c.Connected, c.State, c.DisconnectedAt = false, federation.Stale, now.Add(-time.Minute)
+					c.Connected, c.State, c.DisconnectedAt = false, clusterset.Stale, now.Add(-time.Minute)
 				}),
 				with("c", func(c *registry.ClusterStatus) { c.LastAck = time.Time{} }),
 				with("d", func(c *registry.ClusterStatus) { c.LastNack, c.LastNackReason = now, `service "x": port 0` }),
-				with("e", func(c *registry.ClusterStatus) { c.State, c.StateSince = federation.Withdrawn, now.Add(-time.Hour) }),
+				with("e", func(c *registry.ClusterStatus) { c.State, c.StateSince = clusterset.Withdrawn, now.Add(-time.Hour) }),
 				with("f", func(*registry.ClusterStatus) {}),
 			},
 			want: []federation.ClusterID{"e", "g"},
@@ -411,7 +412,7 @@ func TestNotReady(t *testing.T) {
 		},
 		{
 			name:     "withdrawn and not asked for",
-			clusters: []registry.ClusterStatus{synced, with("gone", func(c *registry.ClusterStatus) { c.State = federation.Withdrawn })},
+			clusters: []registry.ClusterStatus{synced, with("gone", func(c *registry.ClusterStatus) { c.State = clusterset.Withdrawn })},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

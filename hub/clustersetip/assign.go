@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -158,7 +158,7 @@ func Assign(pools Pools, imports []Import) (map[string]Result, []Collision) {
 			}
 			pool := pools.pool(f)
 			if !pool.IsValid() {
-				errs = append(errs, fmt.Sprintf("no clusterset CIDR of family %s", federation.IPFamilyName(f)))
+				errs = append(errs, fmt.Sprintf("no clusterset CIDR of family %s", clusterset.IPFamilyName(f)))
 				continue
 			}
 			a, ok := probe(pool, derive(im.Key, f, pool), taken)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/clustersetip"
@@ -23,7 +24,7 @@ import (
 // Source is what the debug endpoints read.
 type Source interface {
 	Status() []registry.ClusterStatus
-	Current() *registry.Snapshot
+	Current() clusterset.Snapshot
 	ClustersetIPCollisions() []clustersetip.Collision
 }
 
@@ -116,7 +117,7 @@ type Service struct {
 	ClustersetHostname string                `json:"clustersetHostname,omitempty"`
 	Type               string                `json:"type"`
 	Ports              []Port                `json:"ports"`
-	Conflicts          []federation.Conflict `json:"conflicts,omitempty"`
+	Conflicts          []clusterset.Conflict `json:"conflicts,omitempty"`
 	// The MCS import's decisions: its ClusterSetIPs (or why one is
 	// missing), and the exporting clusters whose export every member
 	// cluster holds (their ServiceExports are Ready).
@@ -172,7 +173,7 @@ func protocolName(p federationpb.Protocol) string {
 	}
 }
 
-func servicesResponse(s *registry.Snapshot, collisions []clustersetip.Collision) ServicesResponse {
+func servicesResponse(s clusterset.Snapshot, collisions []clustersetip.Collision) ServicesResponse {
 	out := ServicesResponse{Revision: s.Revision(), Services: []Service{}}
 	for _, v := range s.Services() {
 		svc := Service{
@@ -182,12 +183,13 @@ func servicesResponse(s *registry.Snapshot, collisions []clustersetip.Collision)
 		for _, p := range v.Ports {
 			svc.Ports = append(svc.Ports, Port{Name: p.GetName(), Port: p.GetPort(), Protocol: protocolName(p.GetProtocol())})
 		}
-		for _, ip := range v.ClustersetIPs {
+		imp := s.Import(v.Key)
+		for _, ip := range imp.ClustersetIPs {
 			if ip.IsValid() {
 				svc.ClustersetIPs = append(svc.ClustersetIPs, ip.String())
 			}
 		}
-		svc.IPError, svc.Ready = v.IPError, v.Ready
+		svc.IPError, svc.Ready = imp.IPError, imp.Ready
 		for _, c := range collisions {
 			if c.Loser == v.Key {
 				svc.Collisions = append(svc.Collisions, c.String())

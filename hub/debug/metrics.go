@@ -3,7 +3,7 @@ package debug
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 )
 
 // ClusterCollector exports every cluster's lease as metrics, read from
@@ -57,7 +57,7 @@ func (c *ClusterCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *ClusterCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range c.src.Status() {
 		id := string(st.ID)
-		for _, state := range federation.ClusterStates {
+		for _, state := range clusterset.ClusterStates {
 			v := 0.0
 			if st.State == state {
 				v = 1
@@ -79,7 +79,7 @@ func (c *ClusterCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, v := range snap.Services() {
 			if v.IsImport() {
 				imports++
-				if v.IPError != "" {
+				if snap.Import(v.Key).IPError != "" {
 					ipErrors++
 				}
 			}

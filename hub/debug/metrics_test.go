@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/clustersetip"
 	"github.com/meshfed/meshfed/hub/registry"
@@ -16,7 +16,7 @@ import (
 type fixedSource []registry.ClusterStatus
 
 func (f fixedSource) Status() []registry.ClusterStatus { return f }
-func (fixedSource) Current() *registry.Snapshot        { return nil }
+func (fixedSource) Current() clusterset.Snapshot       { return nil }
 
 func (fixedSource) ClustersetIPCollisions() []clustersetip.Collision { return nil }
 
@@ -24,10 +24,10 @@ func TestClusterCollector(t *testing.T) {
 	seen := time.Unix(1_700_000_000, 500_000_000)
 	src := fixedSource{
 		{
-			ID: "east", State: federation.Live, Connected: true, LastSeen: seen, Supersessions: 1,
+			ID: "east", State: clusterset.Live, Connected: true, LastSeen: seen, Supersessions: 1,
 			LastChangeAt: seen, LastChangeObservedAt: seen.Add(-1500 * time.Millisecond),
 		},
-		{ID: "west", State: federation.Stale, LastSeen: seen.Add(-time.Minute), PolicyRefusals: 3},
+		{ID: "west", State: clusterset.Stale, LastSeen: seen.Add(-time.Minute), PolicyRefusals: 3},
 	}
 	want := `
 # HELP meshfed_hub_cluster_change_lag_seconds How long the cluster's newest change took from its spoke observing it to the hub applying it (the LAG of meshfed status; includes clock skew between the two). Absent until a change arrives.

@@ -27,15 +27,15 @@
 package imports
 
 import (
+	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/federation/syncproto"
-	"github.com/meshfed/meshfed/hub/registry"
-	"github.com/meshfed/meshfed/xds/resources"
 )
 
 // Feed is one spoke stream's imports.
@@ -44,12 +44,12 @@ type Feed struct {
 	// mesh: the spoke serves its cluster's mesh every federated service,
 	// not only the MCS imports, with the workloads behind the endpoints.
 	mesh    bool
-	current func() *registry.Snapshot
+	current func() clusterset.Snapshot
 	// serving is closed once the hub serves (its warm-up ended).
 	serving <-chan struct{}
 	// sent is the snapshot last sent (nil before the full set); watch is
 	// the one whose successor Next waits for.
-	sent, watch *registry.Snapshot
+	sent, watch clusterset.Snapshot
 	version     uint64
 }
 
@@ -58,12 +58,12 @@ var _ syncproto.ImportsFeed = (*Feed)(nil)
 // NewFeed returns the feed of cluster's stream, reading snapshots from
 // current, sending nothing before serving is closed. A mesh feed sends
 // every federated service, not only the MCS imports.
-func NewFeed(cluster federation.ClusterID, mesh bool, current func() *registry.Snapshot, serving <-chan struct{}) *Feed {
+func NewFeed(cluster federation.ClusterID, mesh bool, current func() clusterset.Snapshot, serving <-chan struct{}) *Feed {
 	return &Feed{cluster: cluster, mesh: mesh, current: current, serving: serving}
 }
 
 // wants reports whether the feed sends a service.
-func (f *Feed) wants(v *federation.ServiceView) bool { return f.mesh || v.IsImport() }
+func (f *Feed) wants(v *clusterset.ServiceView) bool { return f.mesh || v.IsImport() }
 
 // Ready has a value when Next may have a set to send.
 func (f *Feed) Ready() <-chan struct{} {
@@ -80,29 +80,38 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 	default:
 		return nil
 	}
-	cur := f.current()
+	full := f.sent == nil
+	var cur clusterset.Snapshot
+	var changes clusterset.Changes
+	if full {
+		cur = f.current()
+	} else {
+		cur, changes = clusterset.Newest(f.sent)
+	}
 	f.watch = cur
 	me, ok := cur.Cluster(f.cluster)
 	if !ok {
 		return nil // the receiver's network is not known before its shard
 	}
-	b := Builder{Network: me.Network, Gateways: resources.GatewaysByNetwork(cur.Clusters(), federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)}
+	b := Builder{Network: me.Network, Gateways: cur.Gateways()}
 	if f.mesh {
 		b.Workload = cur.Workload
 	}
 	var imports []*federationpb.Import
 	var removed []string
-	full := f.sent == nil
 	if full {
 		for _, v := range cur.Services() {
 			if f.wants(v) {
-				imports = append(imports, b.Build(v))
+				imports = append(imports, b.Build(v, cur.Import(v.Key)))
 			}
 		}
 	} else {
-		keys, all := changedSince(f.sent, cur)
-		if all {
-			// Every import is resent: gateways or networks changed.
+		keys := slices.Clone(changes.Services)
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+		if changes.Clusters {
+			// Cluster facts changed (a network's gateways, a cluster's
+			// network), which can change every import: each is resent.
 			keys = nil
 			for _, v := range f.sent.Services() {
 				keys = append(keys, v.Key)
@@ -117,7 +126,7 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 			v, ok := cur.Service(k)
 			switch {
 			case ok && f.wants(v):
-				imports = append(imports, b.Build(v))
+				imports = append(imports, b.Build(v, cur.Import(k)))
 			case f.wasSent(f.sent, k):
 				removed = append(removed, k)
 			}
@@ -137,49 +146,25 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 }
 
 // wasSent reports whether the feed sent a service in snapshot s.
-func (f *Feed) wasSent(s *registry.Snapshot, key string) bool {
+func (f *Feed) wasSent(s clusterset.Snapshot, key string) bool {
 	v, ok := s.Service(key)
 	return ok && f.wants(v)
-}
-
-// changedSince returns the keys of the services changed from one snapshot
-// to a later one, sorted, or all=true when cluster facts changed (a
-// network's gateways, a cluster's network), which can change every import.
-func changedSince(from, to *registry.Snapshot) (keys []string, all bool) {
-	seen := map[string]struct{}{}
-	for s := from; s != nil && s.Revision() < to.Revision(); {
-		s = s.Next()
-		if s == nil {
-			break
-		}
-		ch := s.Changes()
-		if ch.Clusters {
-			all = true
-		}
-		for _, k := range ch.Services {
-			if _, ok := seen[k]; !ok {
-				seen[k] = struct{}{}
-				keys = append(keys, k)
-			}
-		}
-	}
-	slices.Sort(keys)
-	return keys, all
 }
 
 // Builder builds imports for one receiving cluster.
 type Builder struct {
 	// Network is the receiving cluster's.
 	Network federation.NetworkID
-	// Gateways are each network's east-west gateways.
-	Gateways map[federation.NetworkID][]*federationpb.Gateway
+	// Gateways are the clusterset's east-west gateways.
+	Gateways *clusterset.Gateways
 	// Workload, when set, finds the workloads behind endpoints (by their
 	// clusterset key), which a mesh feed sends with each source.
-	Workload func(key string) (federation.TaggedWorkload, bool)
+	Workload func(key string) (clusterset.TaggedWorkload, bool)
 }
 
-// Build returns the import of v as the receiving cluster reaches it.
-func (b Builder) Build(v *federation.ServiceView) *federationpb.Import {
+// Build returns the import of v, whose decisions are imp, as the receiving
+// cluster reaches it.
+func (b Builder) Build(v *clusterset.ServiceView, imp clusterset.Import) *federationpb.Import {
 	o := v.Oldest
 	im := &federationpb.Import{
 		Namespace:                     v.Namespace,
@@ -191,7 +176,7 @@ func (b Builder) Build(v *federation.ServiceView) *federationpb.Import {
 		TrafficDistribution:           o.GetTrafficDistribution(),
 		Labels:                        o.GetExport().GetLabels(),
 		Annotations:                   o.GetExport().GetAnnotations(),
-		IpError:                       v.IPError,
+		IpError:                       imp.IPError,
 		Mcs:                           v.IsImport(),
 	}
 	headless := v.Headless()
@@ -199,7 +184,7 @@ func (b Builder) Build(v *federation.ServiceView) *federationpb.Import {
 		im.Type = federationpb.ImportType_IMPORT_TYPE_HEADLESS
 	} else {
 		fams := v.ImportFamilies()
-		for i, a := range v.ClustersetIPs {
+		for i, a := range imp.ClustersetIPs {
 			if a.IsValid() && i < len(fams) {
 				im.Ips = append(im.Ips, a.String())
 				im.IpFamilies = append(im.IpFamilies, fams[i])
@@ -212,7 +197,7 @@ func (b Builder) Build(v *federation.ServiceView) *federationpb.Import {
 	for _, c := range v.Conflicts {
 		im.Conflicts = append(im.Conflicts, &federationpb.ImportConflict{Reason: c.Reason, Message: c.Message})
 	}
-	for _, id := range v.Ready {
+	for _, id := range imp.Ready {
 		im.Ready = append(im.Ready, string(id))
 	}
 	for _, c := range v.Clusters {
@@ -222,20 +207,18 @@ func (b Builder) Build(v *federation.ServiceView) *federationpb.Import {
 	return im
 }
 
-// source returns one exporting cluster's endpoints as network reaches
-// them.
-func (b Builder) source(c federation.ClusterService, headless bool, ports []*federationpb.ServicePort) *federationpb.ImportSource {
-	network, gateways := b.Network, b.Gateways
+// source returns one exporting cluster's endpoints as the receiver's
+// network reaches them: those on it as they are; for a ClusterSetIP
+// import, those on another network behind that network's mTLS gateways,
+// ready or serving as clusterset.Behind says what the gateways stand for.
+func (b Builder) source(c clusterset.ClusterService, headless bool, ports []*federationpb.ServicePort) *federationpb.ImportSource {
 	src := &federationpb.ImportSource{Cluster: string(c.Cluster), Network: string(c.Network)}
-	// Per remote network: whether any of its endpoints is ready, serving.
-	type state struct{ ready, serving bool }
-	var remote map[federation.NetworkID]*state
-	var order []federation.NetworkID
+	var remote map[federation.NetworkID]*clusterset.Behind
 	for _, e := range c.Endpoints {
-		if e.Network == network {
+		if e.Network == b.Network {
 			src.Endpoints = append(src.Endpoints, e.Proto())
 			if ref, _ := e.Workload(); b.Workload != nil && ref.UID != "" {
-				if w, ok := b.Workload(federation.WorkloadKey(c.Cluster, ref.UID)); ok {
+				if w, ok := b.Workload(clusterset.WorkloadKey(c.Cluster, ref.UID)); ok {
 					src.Workloads = append(src.Workloads, w.Proto())
 				}
 			}
@@ -245,22 +228,19 @@ func (b Builder) source(c federation.ClusterService, headless bool, ports []*fed
 			continue
 		}
 		if remote == nil {
-			remote = map[federation.NetworkID]*state{}
+			remote = map[federation.NetworkID]*clusterset.Behind{}
 		}
-		st, ok := remote[e.Network]
+		r, ok := remote[e.Network]
 		if !ok {
-			st = &state{}
-			remote[e.Network] = st
-			order = append(order, e.Network)
+			r = &clusterset.Behind{}
+			remote[e.Network] = r
 		}
-		st.ready = st.ready || e.GetReady()
-		st.serving = st.serving || e.GetServing()
+		r.Add(e.Endpoint, c.Stale, 0)
 	}
-	slices.Sort(order)
-	for _, n := range order {
-		st := remote[n]
-		for _, g := range gateways[n] {
-			ep := &federationpb.Endpoint{Address: g.GetAddress(), Ready: st.ready, Serving: st.serving, Network: string(n)}
+	for _, n := range slices.Sorted(maps.Keys(remote)) {
+		st := remote[n].Stand()
+		for _, g := range b.Gateways.MTLS(n) {
+			ep := &federationpb.Endpoint{Address: g.GetAddress(), Ready: st.Serving == clusterset.Ready, Serving: st.Serving != clusterset.NotServed, Network: string(n)}
 			for _, p := range ports {
 				ep.Ports = append(ep.Ports, &federationpb.EndpointPort{Name: p.GetName(), Protocol: p.GetProtocol(), AppProtocol: p.GetAppProtocol(), Port: g.GetPort()})
 			}

@@ -120,6 +120,15 @@ func TestFeed(t *testing.T) {
 	if diff := cmp.Diff(wantEcho, echo.GetSources(), protocmp.Transform()); diff != "" {
 		t.Errorf("echo's sources (-want +got):\n%s", diff)
 	}
+	// What the spoke reads off each endpoint (federation.ViaGateway) is
+	// what the hub sent it as.
+	for _, src := range echo.GetSources() {
+		for _, ep := range src.GetEndpoints() {
+			if got := federation.ViaGateway(ep, sets[0].GetNetwork()); got != src.GetViaGateway() {
+				t.Errorf("%s's endpoint %s: ViaGateway %v, sent as a gateway %v", src.GetCluster(), ep.GetAddress(), got, src.GetViaGateway())
+			}
+		}
+	}
 	// A headless import's clients dial pod addresses: west's are
 	// unreachable from east's network, and a gateway is no stand-in.
 	db := got["demo/db"]

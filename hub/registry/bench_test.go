@@ -226,7 +226,7 @@ func BenchmarkInitialShard(b *testing.B) {
 func forkRegistry(base *Registry) *Registry {
 	r := New(Config{Limits: base.limits, Leases: base.leases, Clock: base.clock})
 	r.shards = maps.Clone(base.shards)
-	snap := *base.Current()
+	snap := *base.current.Load()
 	snap.done, snap.next = make(chan struct{}), nil
 	r.current.Store(&snap)
 	return r

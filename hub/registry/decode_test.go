@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/federation/syncproto"
 )
@@ -92,7 +93,7 @@ func TestRegistryKeepsNothingOfTheReceiveBuffer(t *testing.T) {
 }
 
 // registryDump is a snapshot's services, endpoints and workloads as text.
-func registryDump(s *Snapshot) string {
+func registryDump(s clusterset.Snapshot) string {
 	var b strings.Builder
 	for _, v := range s.Services() {
 		fmt.Fprintf(&b, "service %s\n", v.Key)

@@ -1,10 +1,12 @@
 // Package registry is the hub's shard store and aggregate registry.
 //
 // Each cluster's shard is kept as its spoke sent it. Every accepted change
-// publishes a new immutable [Snapshot] of the clusterset: services merged
-// by namespace sameness, endpoints and workloads tagged with their cluster
-// and network. Readers take the current snapshot without locks and wait for
-// the next one on [Snapshot.Done].
+// publishes a new immutable [clusterset.Snapshot] of the clusterset:
+// services merged by namespace sameness, endpoints and workloads tagged
+// with their cluster and network, and the registry's decisions on each MCS
+// import. Readers take the current snapshot without locks and wait for the
+// next one on its Done channel. The registry is the clusterset's only
+// writer.
 //
 // Invariants:
 //   - A snapshot is never modified after it is published; snapshots share

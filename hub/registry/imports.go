@@ -2,9 +2,11 @@ package registry
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/clustersetip"
@@ -12,7 +14,7 @@ import (
 
 // The registry decides three things about each MCS import (a service some
 // cluster exports with a ServiceExport) that no single shard can: its
-// ClusterSetIPs, which exports are Ready, and (in federation.MergeService)
+// ClusterSetIPs, which exports are Ready, and (in clusterset.MergeService)
 // its conflicts. They are written into the service's view, so that every
 // reader of a snapshot (xDS, the spokes' import streams, the debug views)
 // sees one answer.
@@ -144,17 +146,15 @@ func validateHeld(h *federationpb.ImportsHeld) error {
 	return nil
 }
 
-// resolveImportsLocked gives the imports among next's changed services,
-// and those whose inputs changed otherwise (held: keys of imports whose
-// holdings a cluster reported changed), their ClusterSetIPs and Ready
-// exports, and adds the services whose decisions changed to next's
-// changes. Callers hold r.mu.
+// resolveImportsLocked decides the ClusterSetIPs and Ready exports of the
+// imports among next's changed services, and of those whose inputs
+// changed otherwise (held: keys of imports whose holdings a cluster
+// reported changed), into next's imports, and adds the services whose
+// decisions changed to next's changes. Callers hold r.mu.
 //
 // It runs on every publish, so the common case (endpoints of services
-// changed, nothing else) allocates nothing beyond what it sets: the views
-// of changed services are new in next and not yet shared, so they are
-// filled in place.
-func (r *Registry) resolveImportsLocked(next *Snapshot, held map[string]struct{}) {
+// changed, nothing else) allocates nothing when the decisions stand.
+func (r *Registry) resolveImportsLocked(next *snapshot, held map[string]struct{}) {
 	st := &r.imports
 	changed := next.changes.Services
 	reassign := false
@@ -184,30 +184,26 @@ func (r *Registry) resolveImportsLocked(next *Snapshot, held map[string]struct{}
 	// cluster's no longer does.
 	reassign = reassign || len(held) > 0 || importersChanged
 
-	// The changed services' views are new: fill them in.
+	d := decisions{next: next}
 	for _, key := range changed {
-		if v, ok := next.services.get(key); ok && v.IsImport() {
-			v.ClustersetIPs, v.IPError = st.result(key)
-			v.Ready = r.readyLocked(v, st.importers)
-		}
+		// The service's change is in next's already.
+		d.set(key, r.decideLocked(next, key), false)
 	}
-	if !reassign && len(held) == 0 && !importersChanged {
+	if !reassign {
+		d.done()
 		return
 	}
 
-	// Other imports whose decisions may have changed: copied, as their
-	// views are shared with earlier snapshots.
+	// Other imports whose decisions may have changed.
 	touched := map[string]struct{}{}
-	if reassign {
-		results, collisions := clustersetip.Assign(st.pools, r.claimedLocked())
-		for key, res := range results {
-			if old, ok := st.assigned[key]; !ok || !sameResult(old, res) {
-				touched[key] = struct{}{}
-			}
+	results, collisions := clustersetip.Assign(st.pools, r.claimedLocked())
+	for key, res := range results {
+		if old, ok := st.assigned[key]; !ok || !sameResult(old, res) {
+			touched[key] = struct{}{}
 		}
-		st.assigned = results
-		st.collisions = collisions
 	}
+	st.assigned = results
+	st.collisions = collisions
 	for k := range held {
 		touched[k] = struct{}{}
 	}
@@ -216,36 +212,63 @@ func (r *Registry) resolveImportsLocked(next *Snapshot, held map[string]struct{}
 			touched[k] = struct{}{}
 		}
 	}
-	isChanged := make(map[string]bool, len(changed))
-	for _, k := range changed {
-		isChanged[k] = true
+	for _, key := range slices.Sorted(maps.Keys(touched)) {
+		d.set(key, r.decideLocked(next, key), true)
 	}
-	var edit *cowEdit[*federation.ServiceView]
-	for key := range touched {
-		v, ok := next.services.get(key)
-		if !ok || !v.IsImport() {
-			continue
-		}
-		ips, ipErr := st.result(key)
-		ready := r.readyLocked(v, st.importers)
-		if isChanged[key] {
-			v.ClustersetIPs, v.IPError, v.Ready = ips, ipErr, ready
-			continue
-		}
-		if slices.Equal(ips, v.ClustersetIPs) && ipErr == v.IPError && slices.Equal(ready, v.Ready) {
-			continue
-		}
-		nv := *v
-		nv.ClustersetIPs, nv.IPError, nv.Ready = ips, ipErr, ready
-		if edit == nil {
-			edit = newCowEdit(&next.services)
-		}
-		edit.set(key, &nv)
-		next.changes.Services = append(next.changes.Services, key)
+	d.done()
+}
+
+// decideLocked returns the decisions on the import key in next: zero for a
+// service that is none. Callers hold r.mu.
+func (r *Registry) decideLocked(next *snapshot, key string) clusterset.Import {
+	v, ok := next.services.get(key)
+	if !ok || !v.IsImport() {
+		return clusterset.Import{}
 	}
-	if edit != nil {
-		next.services = edit.done()
-		slices.Sort(next.changes.Services)
+	ips, ipErr := r.imports.result(key)
+	return clusterset.Import{ClustersetIPs: ips, IPError: ipErr, Ready: r.readyLocked(v, r.imports.importers)}
+}
+
+// decisions edits a snapshot's imports, copying them on the first change.
+type decisions struct {
+	next *snapshot
+	edit *cowEdit[clusterset.Import]
+	// added are the services whose decisions changed that next's changes
+	// did not name.
+	added []string
+}
+
+// set records the decisions on import key, and when they differ from
+// those next holds and report is set, the service as changed. Each key is
+// reported once.
+func (d *decisions) set(key string, imp clusterset.Import, report bool) {
+	old, _ := d.next.imports.get(key)
+	if old.Equal(imp) {
+		return
+	}
+	if d.edit == nil {
+		d.edit = newCowEdit(&d.next.imports)
+	}
+	if imp.IsZero() {
+		d.edit.delete(key)
+	} else {
+		d.edit.set(key, imp)
+	}
+	if !report {
+		return
+	}
+	if _, named := slices.BinarySearch(d.next.changes.Services, key); !named {
+		d.added = append(d.added, key)
+	}
+}
+
+func (d *decisions) done() {
+	if d.edit != nil {
+		d.next.imports = d.edit.done()
+	}
+	if len(d.added) > 0 {
+		d.next.changes.Services = append(d.next.changes.Services, d.added...)
+		slices.Sort(d.next.changes.Services)
 	}
 }
 
@@ -261,7 +284,7 @@ func (st *importsState) result(key string) ([]netip.Addr, string) {
 
 // ipImport returns the assignment input of a ClusterSetIP import, and
 // false for any other service.
-func ipImport(v *federation.ServiceView, ok bool) (clustersetip.Import, bool) {
+func ipImport(v *clusterset.ServiceView, ok bool) (clustersetip.Import, bool) {
 	if !ok || !v.IsImport() || v.Headless() {
 		return clustersetip.Import{}, false
 	}
@@ -281,7 +304,7 @@ func sameResult(a, b clustersetip.Result) bool {
 func (r *Registry) importersChangedLocked() bool {
 	n := 0
 	for id, s := range r.shards {
-		if s.importer && s.status.State != federation.Withdrawn {
+		if s.importer && s.status.State != clusterset.Withdrawn {
 			if _, found := slices.BinarySearch(r.imports.importers, id); !found {
 				return true
 			}
@@ -296,7 +319,7 @@ func (r *Registry) importersChangedLocked() bool {
 func (r *Registry) importersLocked() []federation.ClusterID {
 	var out []federation.ClusterID
 	for id, s := range r.shards {
-		if s.importer && s.status.State != federation.Withdrawn {
+		if s.importer && s.status.State != clusterset.Withdrawn {
 			out = append(out, id)
 		}
 	}
@@ -309,7 +332,7 @@ func (r *Registry) importersLocked() []federation.ClusterID {
 func (r *Registry) claimedLocked() []clustersetip.Import {
 	claims := map[string][]clustersetip.Claim{}
 	for _, s := range r.shards {
-		if s.status.State == federation.Withdrawn {
+		if s.status.State == clusterset.Withdrawn {
 			continue
 		}
 		for key, h := range s.held {
@@ -341,7 +364,7 @@ func (r *Registry) claimedLocked() []clustersetip.Import {
 // readyLocked returns the exporting clusters of v whose export every
 // importer holds: its ServiceImport lists the cluster, or the importer
 // has no namespace of the import (and so holds none, by design).
-func (r *Registry) readyLocked(v *federation.ServiceView, importers []federation.ClusterID) []federation.ClusterID {
+func (r *Registry) readyLocked(v *clusterset.ServiceView, importers []federation.ClusterID) []federation.ClusterID {
 	if len(importers) == 0 {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/clustersetip"
@@ -26,7 +27,7 @@ func exported(name string, age time.Duration) *federationpb.Service {
 	return s
 }
 
-func view(t *testing.T, r *Registry, key string) *federation.ServiceView {
+func view(t *testing.T, r *Registry, key string) *clusterset.ServiceView {
 	t.Helper()
 	v, ok := r.Current().Service(key)
 	if !ok {
@@ -34,6 +35,9 @@ func view(t *testing.T, r *Registry, key string) *federation.ServiceView {
 	}
 	return v
 }
+
+// decided returns the decisions on the import key.
+func decided(r *Registry, key string) clusterset.Import { return r.Current().Import(key) }
 
 func ipStrings(ips []netip.Addr) []string {
 	out := make([]string, len(ips))
@@ -61,22 +65,23 @@ func TestImportsGetClustersetIPs(t *testing.T) {
 	if err := east.Apply("s", full("east", "n1", 1, []*federationpb.Service{exported("echo", time.Hour), headless, labelled}, nil, nil)); err != nil {
 		t.Fatal(err)
 	}
-	echo := view(t, r, "demo/echo")
+	view(t, r, "demo/echo")
+	echo := decided(r, "demo/echo")
 	if len(echo.ClustersetIPs) != 2 || !pools.V4.Contains(echo.ClustersetIPs[0]) || !pools.V6.Contains(echo.ClustersetIPs[1]) || echo.IPError != "" {
 		t.Fatalf("echo's ClusterSetIPs %v (%q), want one of each pool", echo.ClustersetIPs, echo.IPError)
 	}
-	if v := view(t, r, "demo/db"); len(v.ClustersetIPs) != 0 || !v.IsImport() {
-		t.Errorf("headless import db got IPs %v", v.ClustersetIPs)
+	if v, d := view(t, r, "demo/db"), decided(r, "demo/db"); len(d.ClustersetIPs) != 0 || !v.IsImport() {
+		t.Errorf("headless import db got IPs %v", d.ClustersetIPs)
 	}
-	if v := view(t, r, "demo/web"); len(v.ClustersetIPs) != 0 || v.IsImport() {
-		t.Errorf("label-exported web is an import with IPs %v", v.ClustersetIPs)
+	if v, d := view(t, r, "demo/web"), decided(r, "demo/web"); len(d.ClustersetIPs) != 0 || v.IsImport() {
+		t.Errorf("label-exported web is an import with IPs %v", d.ClustersetIPs)
 	}
 	// Another cluster joining the export changes nothing of the IPs.
 	if err := west.Apply("s", full("west", "n2", 1, []*federationpb.Service{exported("echo", 0)}, nil, nil)); err != nil {
 		t.Fatal(err)
 	}
-	if got := view(t, r, "demo/echo"); !slices.Equal(got.ClustersetIPs, echo.ClustersetIPs) || len(got.Clusters) != 2 {
-		t.Errorf("after west joined: %v, want %v", got.ClustersetIPs, echo.ClustersetIPs)
+	if got, d := view(t, r, "demo/echo"), decided(r, "demo/echo"); !slices.Equal(d.ClustersetIPs, echo.ClustersetIPs) || len(got.Clusters) != 2 {
+		t.Errorf("after west joined: %v, want %v", d.ClustersetIPs, echo.ClustersetIPs)
 	}
 }
 
@@ -96,7 +101,7 @@ func TestImportsKeepHeldIPsAcrossRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"240.242.7.7", "fd6d:6673:6574::7"}
-	if got := ipStrings(view(t, r, "demo/echo").ClustersetIPs); !slices.Equal(got, want) {
+	if got := ipStrings(decided(r, "demo/echo").ClustersetIPs); !slices.Equal(got, want) {
 		t.Fatalf("ClusterSetIPs %v, want the held %v", got, want)
 	}
 	// A claim that arrives after the import changes it to what the
@@ -104,8 +109,35 @@ func TestImportsKeepHeldIPsAcrossRestarts(t *testing.T) {
 	if err := east.ApplyHeld(&federationpb.ImportsHeld{Imports: []*federationpb.HeldImport{held("demo", "echo", []string{"240.242.8.8"}, "east")}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := ipStrings(view(t, r, "demo/echo").ClustersetIPs); got[0] != "240.242.8.8" {
+	if got := ipStrings(decided(r, "demo/echo").ClustersetIPs); got[0] != "240.242.8.8" {
 		t.Fatalf("ClusterSetIPs %v after the claim moved", got)
+	}
+}
+
+// A change of the decisions alone publishes the service as changed, with
+// the view it had: the merge of the exports did not change.
+func TestImportDecisionsLeaveTheViewAlone(t *testing.T) {
+	r := New(Config{})
+	east := r.Connect("east", "")
+	east.SetImporter()
+	must(t, east.Apply("s", full("east", "n1", 1, []*federationpb.Service{exported("echo", time.Hour)}, nil, nil)))
+	before := r.Current()
+	v, _ := before.Service("demo/echo")
+	must(t, east.ApplyHeld(&federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{held("demo", "echo", []string{"240.242.9.9"}, "east")}}))
+	after := r.Current()
+	if after.Revision() != before.Revision()+1 || !slices.Equal(after.Changes().Services, []string{"demo/echo"}) {
+		t.Fatalf("revision %d after %d, changes %+v: want one revision that names demo/echo", after.Revision(), before.Revision(), after.Changes())
+	}
+	if w, _ := after.Service("demo/echo"); w != v {
+		t.Error("the decisions changed the service's view")
+	}
+	if got, old := after.Import("demo/echo"), before.Import("demo/echo"); got.Equal(old) || ipStrings(got.ClustersetIPs)[0] != "240.242.9.9" || !slices.Equal(got.Ready, []federation.ClusterID{"east"}) {
+		t.Errorf("decisions %+v after %+v, want the held IP and east ready", got, old)
+	}
+	// The same report again changes nothing: no revision.
+	must(t, east.ApplyHeld(&federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{held("demo", "echo", []string{"240.242.9.9"}, "east")}}))
+	if r.Current().Revision() != after.Revision() {
+		t.Errorf("revision %d after the same report, want %d", r.Current().Revision(), after.Revision())
 	}
 }
 
@@ -120,10 +152,10 @@ func TestImportsReady(t *testing.T) {
 	if err := west.Apply("s", full("west", "n2", 1, []*federationpb.Service{exported("echo", 0)}, nil, nil)); err != nil {
 		t.Fatal(err)
 	}
-	if v := view(t, r, "demo/echo"); len(v.Ready) != 0 {
+	if v := decided(r, "demo/echo"); len(v.Ready) != 0 {
 		t.Fatalf("ready %v before any cluster holds the import", v.Ready)
 	}
-	ips := ipStrings(view(t, r, "demo/echo").ClustersetIPs)
+	ips := ipStrings(decided(r, "demo/echo").ClustersetIPs)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -132,11 +164,11 @@ func TestImportsReady(t *testing.T) {
 	}
 	must(east.ApplyHeld(&federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{held("demo", "echo", ips, "east", "west")}}))
 	must(west.ApplyHeld(&federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{held("demo", "echo", ips, "east")}}))
-	if got := view(t, r, "demo/echo").Ready; !slices.Equal(got, []federation.ClusterID{"east"}) {
+	if got := decided(r, "demo/echo").Ready; !slices.Equal(got, []federation.ClusterID{"east"}) {
 		t.Fatalf("ready %v, want east only (west's ServiceImport does not list west yet)", got)
 	}
 	must(west.ApplyHeld(&federationpb.ImportsHeld{Imports: []*federationpb.HeldImport{held("demo", "echo", ips, "east", "west")}}))
-	if got := view(t, r, "demo/echo").Ready; !slices.Equal(got, []federation.ClusterID{"east", "west"}) {
+	if got := decided(r, "demo/echo").Ready; !slices.Equal(got, []federation.ClusterID{"east", "west"}) {
 		t.Fatalf("ready %v, want both", got)
 	}
 	// A third importer that has no namespace demo holds nothing, by
@@ -144,11 +176,11 @@ func TestImportsReady(t *testing.T) {
 	// reported does.
 	north := r.Connect("north", "")
 	north.SetImporter()
-	if got := view(t, r, "demo/echo").Ready; len(got) != 0 {
+	if got := decided(r, "demo/echo").Ready; len(got) != 0 {
 		t.Fatalf("ready %v with an importer that has not reported", got)
 	}
 	must(north.ApplyHeld(&federationpb.ImportsHeld{Full: true, Imports: []*federationpb.HeldImport{{Namespace: "demo", Name: "echo", NoNamespace: true}}}))
-	if got := view(t, r, "demo/echo").Ready; len(got) != 2 {
+	if got := decided(r, "demo/echo").Ready; len(got) != 2 {
 		t.Fatalf("ready %v, want both again", got)
 	}
 }
@@ -201,7 +233,7 @@ func FuzzApplyHeld(f *testing.F) {
 		}
 		seen := map[netip.Addr]string{}
 		for _, v := range r.Current().Services() {
-			for _, a := range v.ClustersetIPs {
+			for _, a := range r.Current().Import(v.Key).ClustersetIPs {
 				if !a.IsValid() {
 					continue
 				}

@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -28,7 +28,7 @@ func TestRegistrySharesEqualPartsOfMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ := r.Current().Service("demo/echo")
-	got := map[string]*federation.Endpoint{}
+	got := map[string]*clusterset.Endpoint{}
 	for _, e := range v.Clusters[0].Endpoints {
 		got[e.GetAddress()] = e.Endpoint
 	}

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/policy"
@@ -62,10 +63,10 @@ func (r *Registry) leaseDeadlines(s *shard) (staleAt, withdrawAt time.Time) {
 	}
 	gone := s.status.DisconnectedAt
 	leases := r.LeasesFor(s.id)
-	if s.status.State == federation.Live {
+	if s.status.State == clusterset.Live {
 		staleAt = gone.Add(leases.StaleAfter)
 	}
-	if s.status.State != federation.Withdrawn && leases.WithdrawAfter > 0 {
+	if s.status.State != clusterset.Withdrawn && leases.WithdrawAfter > 0 {
 		withdrawAt = gone.Add(leases.WithdrawAfter)
 	}
 	return staleAt, withdrawAt
@@ -86,7 +87,7 @@ func (r *Registry) advanceLeasesLocked(now time.Time) time.Time {
 		case !withdrawAt.IsZero() && !now.Before(withdrawAt):
 			r.withdrawLocked(s)
 		case !staleAt.IsZero() && !now.Before(staleAt):
-			r.setStateLocked(s, federation.Stale)
+			r.setStateLocked(s, clusterset.Stale)
 			if s.cluster != nil {
 				r.publishLocked(changeSet{cluster: s.id, clusters: true, allServices: true})
 			}
@@ -101,14 +102,14 @@ func (r *Registry) advanceLeasesLocked(now time.Time) time.Time {
 
 // setStateLocked moves a cluster's lease. Callers hold r.mu and publish
 // what the change means for proxies.
-func (r *Registry) setStateLocked(s *shard, state federation.ClusterState) {
+func (r *Registry) setStateLocked(s *shard, state clusterset.ClusterState) {
 	if s.status.State == state {
 		return
 	}
 	// A lease that lapses is what an operator must notice: its cluster's
 	// endpoints are demoted, then dropped, while nothing else is logged.
 	logf := r.log.Warn
-	if state == federation.Live {
+	if state == clusterset.Live {
 		logf = r.log.Info
 	}
 	logf("cluster lease changed", "cluster", s.id, "state", state, "previous", s.status.State,
@@ -122,7 +123,7 @@ func (r *Registry) setStateLocked(s *shard, state federation.ClusterState) {
 // and from memory: a spoke that comes back sends its full state again.
 // Its status stays, for operators. Callers hold r.mu.
 func (r *Registry) withdrawLocked(s *shard) {
-	r.setStateLocked(s, federation.Withdrawn)
+	r.setStateLocked(s, clusterset.Withdrawn)
 	r.membersChangedLocked()
 	ch := changeSet{cluster: s.id, clusters: true}
 	for k := range s.services {
@@ -131,12 +132,12 @@ func (r *Registry) withdrawLocked(s *shard) {
 	for k := range s.endpoints {
 		ch.service(k)
 	}
-	s.workloads.all(func(w *federation.Workload) { ch.workload(w.GetUid()) })
+	s.workloads.all(func(w *clusterset.Workload) { ch.workload(w.GetUid()) })
 	s.services = map[string]*federationpb.Service{}
-	s.endpoints = map[string][]federation.TaggedEndpoint{}
+	s.endpoints = map[string][]clusterset.TaggedEndpoint{}
 	s.nEndpoint = 0
 	s.workloads = workloads{}
-	s.intern = federation.NewInterner()
+	s.intern = clusterset.NewInterner()
 	s.session, s.version = "", 0
 	if s.cluster != nil {
 		r.publishLocked(ch)
@@ -183,7 +184,7 @@ func (r *Registry) expectLocked(ids []federation.ClusterID, p *policy.Policy, li
 			continue
 		}
 		s := newShard(id)
-		s.status.State, s.status.StateSince, s.status.DisconnectedAt = federation.Live, now, now
+		s.status.State, s.status.StateSince, s.status.DisconnectedAt = clusterset.Live, now, now
 		s.status.Expected = true
 		r.shards[id] = s
 		added++
@@ -242,7 +243,7 @@ func (r *Registry) membersChangedLocked() {
 func (r *Registry) membersLocked() []federation.ClusterID {
 	out := make([]federation.ClusterID, 0, len(r.shards))
 	for id, s := range r.shards {
-		if s.status.State != federation.Withdrawn {
+		if s.status.State != clusterset.Withdrawn {
 			out = append(out, id)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -60,7 +61,7 @@ func (lt *leaseTest) step(t *testing.T, d time.Duration) {
 }
 
 // waitState waits until cluster id's lease is state.
-func (lt *leaseTest) waitState(t *testing.T, id federation.ClusterID, state federation.ClusterState) ClusterStatus {
+func (lt *leaseTest) waitState(t *testing.T, id federation.ClusterID, state clusterset.ClusterState) ClusterStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -99,7 +100,7 @@ func eastAndWest(t *testing.T, r *Registry) (east, west *Conn) {
 	return east, west
 }
 
-func staleOf(t *testing.T, s *Snapshot, key string) map[federation.ClusterID]bool {
+func staleOf(t *testing.T, s clusterset.Snapshot, key string) map[federation.ClusterID]bool {
 	t.Helper()
 	v, ok := s.Service(key)
 	if !ok {
@@ -118,7 +119,7 @@ func TestLeaseStaleThenWithdrawn(t *testing.T) {
 	gone := lt.clock.Now()
 	east.Close()
 
-	st := lt.waitState(t, "east", federation.Live)
+	st := lt.waitState(t, "east", clusterset.Live)
 	if !st.StaleAt.Equal(gone.Add(30*time.Second)) || !st.WithdrawAt.Equal(gone.Add(10*time.Minute)) {
 		t.Errorf("deadlines %v, %v; want 30s and 10m after %v", st.StaleAt, st.WithdrawAt, gone)
 	}
@@ -128,7 +129,7 @@ func TestLeaseStaleThenWithdrawn(t *testing.T) {
 		t.Fatal("stale before --stale-after")
 	}
 	lt.step(t, time.Second)
-	st = lt.waitState(t, "east", federation.Stale)
+	st = lt.waitState(t, "east", clusterset.Stale)
 	if !st.StateSince.Equal(gone.Add(30 * time.Second)) {
 		t.Errorf("stale since %v", st.StateSince)
 	}
@@ -136,7 +137,7 @@ func TestLeaseStaleThenWithdrawn(t *testing.T) {
 	if got := staleOf(t, s, "demo/echo"); !got["east"] || got["west"] {
 		t.Errorf("echo's clusters' staleness %v; want east only", got)
 	}
-	if c, ok := s.Cluster("east"); !ok || c.State != federation.Stale {
+	if c, ok := s.Cluster("east"); !ok || c.State != clusterset.Stale {
 		t.Errorf("cluster east in the snapshot: %+v", c)
 	}
 	if _, ok := s.Workload("east/u1"); !ok {
@@ -144,7 +145,7 @@ func TestLeaseStaleThenWithdrawn(t *testing.T) {
 	}
 
 	lt.step(t, 10*time.Minute-30*time.Second)
-	st = lt.waitState(t, "east", federation.Withdrawn)
+	st = lt.waitState(t, "east", clusterset.Withdrawn)
 	s = lt.r.Current()
 	if got := staleOf(t, s, "demo/echo"); len(got) != 1 || got["west"] {
 		t.Errorf("echo after east's withdrawal: %v; want west's, live", got)
@@ -167,7 +168,7 @@ func TestLeaseStaleThenWithdrawn(t *testing.T) {
 	if _, ok := back.Resume("s", 1, 1); ok {
 		t.Error("resumed a withdrawn cluster's session")
 	}
-	lt.waitState(t, "east", federation.Live)
+	lt.waitState(t, "east", clusterset.Live)
 	// On another network: what it sends is tagged with that one.
 	must(t, back.Apply("s2", full("east", "n7", 1, []*federationpb.Service{svc("only-east")}, []*federationpb.Endpoint{ep("only-east", "10.0.0.2")}, nil)))
 	v, ok := lt.r.Current().Service("demo/only-east")
@@ -195,17 +196,17 @@ func TestLeaseReturnWithoutFlap(t *testing.T) {
 	}
 	lt.clock.Step(time.Hour) // its old deadlines must not fire
 	lt.settle()
-	lt.waitState(t, "east", federation.Live)
+	lt.waitState(t, "east", clusterset.Live)
 	if got := lt.r.Current().Revision(); got != rev {
 		t.Errorf("revision %d after %d: a return within the grace changed the clusterset", got, rev)
 	}
 
 	back.Close()
 	lt.step(t, 30*time.Second)
-	lt.waitState(t, "east", federation.Stale)
+	lt.waitState(t, "east", clusterset.Stale)
 	staleRev := lt.r.Current().Revision()
 	again := lt.r.Connect("east", "")
-	lt.waitState(t, "east", federation.Live)
+	lt.waitState(t, "east", clusterset.Live)
 	s := lt.r.Current()
 	if got := staleOf(t, s, "demo/echo"); got["east"] {
 		t.Error("a returned cluster is still served as stale")
@@ -231,11 +232,11 @@ func TestLeaseChangesLogged(t *testing.T) {
 	east, _ := eastAndWest(t, lt.r)
 	east.Close()
 	lt.step(t, 30*time.Second)
-	lt.waitState(t, "east", federation.Stale)
+	lt.waitState(t, "east", clusterset.Stale)
 	lt.step(t, 30*time.Second)
-	lt.waitState(t, "east", federation.Withdrawn)
+	lt.waitState(t, "east", clusterset.Withdrawn)
 	lt.r.Connect("east", "")
-	lt.waitState(t, "east", federation.Live)
+	lt.waitState(t, "east", clusterset.Live)
 
 	want := []string{
 		"WARN cluster lease changed cluster=east state=stale previous=live elapsed=30s",
@@ -282,7 +283,7 @@ func TestLeaseNeverWithdrawn(t *testing.T) {
 	east, _ := eastAndWest(t, lt.r)
 	east.Close()
 	lt.step(t, time.Second)
-	st := lt.waitState(t, "east", federation.Stale)
+	st := lt.waitState(t, "east", clusterset.Stale)
 	if !st.WithdrawAt.IsZero() {
 		t.Errorf("withdraw at %v with --withdraw-after 0", st.WithdrawAt)
 	}
@@ -315,7 +316,7 @@ func TestLeaseExpectedMember(t *testing.T) {
 	if n := lt.r.Expect([]federation.ClusterID{"east", "north", "north", "", "UPPER"}); n != 1 {
 		t.Errorf("Expect added %d, want north only", n)
 	}
-	st := lt.waitState(t, "north", federation.Live)
+	st := lt.waitState(t, "north", clusterset.Live)
 	if !st.Expected || st.Connected || !st.LastSeen.IsZero() || st.WithdrawAt.IsZero() {
 		t.Errorf("north: %+v", st)
 	}
@@ -323,15 +324,15 @@ func TestLeaseExpectedMember(t *testing.T) {
 		t.Errorf("members %v", got)
 	}
 	lt.step(t, time.Second)
-	lt.waitState(t, "north", federation.Stale)
+	lt.waitState(t, "north", clusterset.Stale)
 	lt.step(t, time.Minute)
-	lt.waitState(t, "north", federation.Withdrawn)
+	lt.waitState(t, "north", clusterset.Withdrawn)
 	if got := lt.r.Members(); !slices.Equal(got, []federation.ClusterID{"east", "west"}) {
 		t.Errorf("members after north's withdrawal: %v", got)
 	}
 	// Connecting clears it.
 	lt.r.Connect("north", "")
-	if st := lt.waitState(t, "north", federation.Live); st.Expected || !st.Connected {
+	if st := lt.waitState(t, "north", clusterset.Live); st.Expected || !st.Connected {
 		t.Errorf("north after connecting: %+v", st)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/policy"
@@ -117,7 +118,7 @@ func (r *Registry) enforceLocked(s *shard, c *policy.Cluster) (Enforcement, bool
 			}
 		}
 	}
-	s.workloads.all(func(w *federation.Workload) {
+	s.workloads.all(func(w *clusterset.Workload) {
 		if refuse(c.CheckWorkload(w.Proto())) {
 			u.RemovedWorkloads = append(u.RemovedWorkloads, w.GetUid())
 		}

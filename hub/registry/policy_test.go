@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/policy"
@@ -251,7 +252,7 @@ clusters:
 }
 
 // endpointsOf returns the addresses of a cluster's endpoints of a service.
-func endpointsOf(s *Snapshot, key string, cluster federation.ClusterID) []string {
+func endpointsOf(s clusterset.Snapshot, key string, cluster federation.ClusterID) []string {
 	v, ok := s.Service(key)
 	if !ok {
 		return nil

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/clustersetip"
@@ -98,7 +99,7 @@ type Registry struct {
 	// a first start from a restart that only some spokes have reached.
 	membershipKnown bool
 
-	current atomic.Pointer[Snapshot]
+	current atomic.Pointer[snapshot]
 	// policy is read without r.mu by Apply's checks and written under it.
 	policy atomic.Pointer[policy.Policy]
 
@@ -133,7 +134,7 @@ func New(cfg Config) *Registry {
 }
 
 // Current returns the current snapshot. It never blocks.
-func (r *Registry) Current() *Snapshot { return r.current.Load() }
+func (r *Registry) Current() clusterset.Snapshot { return r.current.Load() }
 
 // shard is one cluster's state at the hub. Guarded by Registry.mu.
 type shard struct {
@@ -146,7 +147,7 @@ type shard struct {
 	// address: the shard's only index of them (found by binary search),
 	// and what snapshots share. A change makes a new slice; published
 	// snapshots hold the old.
-	endpoints map[string][]federation.TaggedEndpoint
+	endpoints map[string][]clusterset.TaggedEndpoint
 	nEndpoint int
 	// workloads are the shard's workloads by uid: the same index the
 	// snapshots hold (they hold no other), so edits go through a
@@ -154,7 +155,7 @@ type shard struct {
 	workloads workloads
 	// tags are the shard's tags, made anew when its network changes:
 	// every endpoint and workload of one network shares one.
-	tags *federation.Tags
+	tags *clusterset.Tags
 
 	gen        uint64 // generation of the owning Conn
 	superseded chan struct{}
@@ -164,7 +165,7 @@ type shard struct {
 	holder    spokeID
 	displaced map[string]*displacedSpoke // by session
 	status    ClusterStatus
-	intern    *federation.Interner
+	intern    *clusterset.Interner
 	// importer: the spoke of the current stream writes imports into its
 	// cluster. held is what it last reported its cluster holds of them
 	// (kept across streams: it is the cluster's, not the stream's).
@@ -176,13 +177,13 @@ func newShard(id federation.ClusterID) *shard {
 	return &shard{
 		id:        id,
 		services:  map[string]*federationpb.Service{},
-		endpoints: map[string][]federation.TaggedEndpoint{},
-		intern:    federation.NewInterner(),
+		endpoints: map[string][]clusterset.TaggedEndpoint{},
+		intern:    clusterset.NewInterner(),
 	}
 }
 
 // workload returns the workload with uid, nil if the shard has none.
-func (s *shard) workload(uid string) *federation.Workload {
+func (s *shard) workload(uid string) *clusterset.Workload {
 	w, _ := s.workloads.get(uid)
 	return w
 }
@@ -190,14 +191,14 @@ func (s *shard) workload(uid string) *federation.Workload {
 // retagWorkloads gives every workload the tag of the shard's network.
 func (s *shard) retagWorkloads() {
 	edit := newWorkloadsEdit(&s.workloads)
-	s.workloads.all(func(w *federation.Workload) { edit.set(s.intern.Retag(s.tags, w)) })
+	s.workloads.all(func(w *clusterset.Workload) { edit.set(s.intern.Retag(s.tags, w)) })
 	s.workloads = edit.done()
 }
 
 // endpoint returns a service's endpoint at address.
-func (s *shard) endpoint(key, address string) (*federation.Endpoint, bool) {
+func (s *shard) endpoint(key, address string) (*clusterset.Endpoint, bool) {
 	eps := s.endpoints[key]
-	i, ok := slices.BinarySearchFunc(eps, address, func(e federation.TaggedEndpoint, a string) int { return strings.Compare(e.GetAddress(), a) })
+	i, ok := slices.BinarySearchFunc(eps, address, func(e clusterset.TaggedEndpoint, a string) int { return strings.Compare(e.GetAddress(), a) })
 	if !ok {
 		return nil, false
 	}
@@ -207,7 +208,7 @@ func (s *shard) endpoint(key, address string) (*federation.Endpoint, bool) {
 // editEndpoints applies a delta's endpoint changes of one service to its
 // sorted slice, in O(n + k log k) instead of a rebuild. The old slice is
 // left alone: published snapshots hold it.
-func (s *shard) editEndpoints(key string, upserts []*federation.Endpoint, removed map[string]bool) {
+func (s *shard) editEndpoints(key string, upserts []*clusterset.Endpoint, removed map[string]bool) {
 	old := s.endpoints[key]
 	drop := make(map[string]bool, len(removed)+len(upserts))
 	for a := range removed {
@@ -216,8 +217,8 @@ func (s *shard) editEndpoints(key string, upserts []*federation.Endpoint, remove
 	for _, e := range upserts {
 		drop[e.GetAddress()] = true
 	}
-	add := federation.SortEndpoints(upserts) // tagged when interned
-	out := make([]federation.TaggedEndpoint, 0, len(old)+len(add))
+	add := clusterset.SortEndpoints(upserts) // tagged when interned
+	out := make([]clusterset.TaggedEndpoint, 0, len(old)+len(add))
 	i := 0
 	for _, e := range old {
 		if drop[e.GetAddress()] {
@@ -240,9 +241,9 @@ func (s *shard) editEndpoints(key string, upserts []*federation.Endpoint, remove
 // order by address stands.
 func (s *shard) retag() {
 	for key, eps := range s.endpoints {
-		out := make([]federation.TaggedEndpoint, len(eps))
+		out := make([]clusterset.TaggedEndpoint, len(eps))
 		for i, e := range eps {
-			out[i] = federation.TaggedEndpoint{Endpoint: s.intern.RetagEndpoint(s.tags, e.Endpoint)}
+			out[i] = clusterset.TaggedEndpoint{Endpoint: s.intern.RetagEndpoint(s.tags, e.Endpoint)}
 		}
 		s.endpoints[key] = out
 	}
@@ -276,7 +277,7 @@ type ClusterStatus struct {
 	Network     string               `json:"network"`
 	TrustDomain string               `json:"trustDomain,omitempty"`
 	// State is the cluster's lease: live, stale or withdrawn.
-	State      federation.ClusterState `json:"state"`
+	State      clusterset.ClusterState `json:"state"`
 	StateSince time.Time               `json:"stateSince"`
 	// LastSeen is when the hub last heard from the spoke: now while its
 	// stream is up, else when the stream ended.
@@ -441,12 +442,12 @@ func (r *Registry) Claim(id federation.ClusterID, build, session, peer string) (
 	s.importer = false // until the new stream's spoke says it writes imports
 	s.status.Build = build
 	switch s.status.State {
-	case federation.Stale:
-		r.setStateLocked(s, federation.Live)
+	case clusterset.Stale:
+		r.setStateLocked(s, clusterset.Live)
 		r.publishLocked(changeSet{cluster: id, clusters: true, allServices: true})
-	case federation.Withdrawn:
+	case clusterset.Withdrawn:
 		// Nothing of it is held: it rejoins with its next full state.
-		r.setStateLocked(s, federation.Live)
+		r.setStateLocked(s, clusterset.Live)
 		s.cluster = nil
 		r.membersChangedLocked()
 	}
@@ -597,7 +598,7 @@ func (c *Conn) Apply(session string, u *federationpb.ShardUpdate) error {
 		if err := r.checkLimits(c.id, len(u.GetServices()), len(u.GetEndpoints()), len(u.GetWorkloads())); err != nil {
 			return err
 		}
-		s.intern = federation.NewInterner()
+		s.intern = clusterset.NewInterner()
 		changes = s.replace(u)
 	} else {
 		if s.cluster == nil || s.session != session {
@@ -683,7 +684,7 @@ func (s *shard) setCluster(cl *federationpb.Cluster, ch *changeSet) {
 	s.cluster = cl
 	ch.clusters = true
 	if prev == nil || prev.GetNetwork() != cl.GetNetwork() {
-		s.tags = federation.NewTags(s.id, s.network())
+		s.tags = clusterset.NewTags(s.id, s.network())
 	}
 	if prev != nil && prev.GetNetwork() != cl.GetNetwork() {
 		ch.all = true
@@ -715,7 +716,7 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 	}
 	s.services = services
 
-	ws := make([]*federation.Workload, 0, len(u.GetWorkloads()))
+	ws := make([]*clusterset.Workload, 0, len(u.GetWorkloads()))
 	for _, pb := range u.GetWorkloads() {
 		w := s.intern.Workload(s.tags, pb)
 		if old, ok := s.workloads.get(w.GetUid()); !ok || !old.Equal(w) {
@@ -726,14 +727,14 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 		ws = append(ws, w)
 	}
 	next := newWorkloads(ws)
-	s.workloads.all(func(w *federation.Workload) {
+	s.workloads.all(func(w *clusterset.Workload) {
 		if _, ok := next.get(w.GetUid()); !ok {
 			ch.workload(w.GetUid())
 		}
 	})
 	s.workloads = next
 
-	byService := map[string][]*federation.Endpoint{}
+	byService := map[string][]*clusterset.Endpoint{}
 	for _, pb := range u.GetEndpoints() {
 		sk := federation.ServiceKey(pb.GetNamespace(), pb.GetService())
 		ep := s.intern.Endpoint(s.tags, pb, s.workload(pb.GetWorkload().GetUid()))
@@ -742,9 +743,9 @@ func (s *shard) replace(u *federationpb.ShardUpdate) changeSet {
 		}
 		byService[sk] = append(byService[sk], ep)
 	}
-	endpoints := make(map[string][]federation.TaggedEndpoint, len(byService))
+	endpoints := make(map[string][]clusterset.TaggedEndpoint, len(byService))
 	for sk, eps := range byService {
-		tagged := federation.SortEndpoints(eps) // tagged when interned
+		tagged := clusterset.SortEndpoints(eps) // tagged when interned
 		if old := s.endpoints[sk]; slices.Equal(old, tagged) {
 			tagged = old // unchanged: the slice snapshots already share
 		} else {
@@ -834,7 +835,7 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 		s.workloads = workloads.done()
 	}
 	type edit struct {
-		upserts []*federation.Endpoint
+		upserts []*clusterset.Endpoint
 		removed map[string]bool // addresses
 	}
 	edits := map[string]*edit{}
@@ -876,14 +877,17 @@ func (s *shard) patch(u *federationpb.ShardUpdate) changeSet {
 // only cluster facts). Callers hold r.mu.
 func (r *Registry) publishLocked(ch changeSet) {
 	prev := r.current.Load()
-	next := &Snapshot{revision: prev.revision + 1, done: make(chan struct{}), clusters: prev.clusters}
+	next := &snapshot{
+		revision: prev.revision + 1, done: make(chan struct{}),
+		clusters: prev.clusters, clusterList: prev.clusterList, gateways: prev.gateways, imports: prev.imports,
+	}
 	next.changes.Observed = ch.observed
 	if ch.clusters {
-		// Clusters are few: rebuild their map whenever one changes.
-		next.clusters = make(map[federation.ClusterID]*federation.ClusterInfo, len(r.shards))
+		// Clusters are few: rebuild them whenever one changes.
+		clusters := make(map[federation.ClusterID]*clusterset.ClusterInfo, len(r.shards))
 		for id, s := range r.shards {
-			if s.cluster != nil && s.status.State != federation.Withdrawn {
-				next.clusters[id] = &federation.ClusterInfo{
+			if s.cluster != nil && s.status.State != clusterset.Withdrawn {
+				clusters[id] = &clusterset.ClusterInfo{
 					ID:          id,
 					Network:     s.network(),
 					TrustDomain: s.cluster.GetTrustDomain(),
@@ -892,6 +896,7 @@ func (r *Registry) publishLocked(ch changeSet) {
 				}
 			}
 		}
+		next.setClusters(clusters)
 		next.changes.Clusters = true
 	}
 	if ch.all || ch.allServices {
@@ -901,7 +906,7 @@ func (r *Registry) publishLocked(ch changeSet) {
 		}
 		if ch.all {
 			// The shard's network changed: retag everything it holds.
-			s.workloads.all(func(w *federation.Workload) { ch.workload(w.GetUid()) })
+			s.workloads.all(func(w *clusterset.Workload) { ch.workload(w.GetUid()) })
 		}
 	}
 	next.services = r.mergeServices(&prev.services, ch.services, &next.changes)
@@ -923,27 +928,27 @@ func (r *Registry) publishLocked(ch changeSet) {
 }
 
 // mergeServices re-merges the services with the given keys from every shard.
-func (r *Registry) mergeServices(base *cowMap[*federation.ServiceView], keys map[string]struct{}, out *federation.Changes) cowMap[*federation.ServiceView] {
+func (r *Registry) mergeServices(base *cowMap[*clusterset.ServiceView], keys map[string]struct{}, out *clusterset.Changes) cowMap[*clusterset.ServiceView] {
 	if len(keys) == 0 {
 		return *base
 	}
 	edit := newCowEdit(base)
 	for key := range keys {
-		var parts []federation.ClusterService
+		var parts []clusterset.ClusterService
 		for id, s := range r.shards {
 			svc, ok := s.services[key]
 			if !ok {
 				continue
 			}
-			parts = append(parts, federation.ClusterService{
+			parts = append(parts, clusterset.ClusterService{
 				Cluster:   id,
 				Network:   s.network(),
 				Service:   svc,
 				Endpoints: s.endpoints[key],
-				Stale:     s.status.State == federation.Stale,
+				Stale:     s.status.State == clusterset.Stale,
 			})
 		}
-		if v := federation.MergeService(parts); v != nil {
+		if v := clusterset.MergeService(parts); v != nil {
 			edit.set(key, v)
 		} else {
 			edit.delete(key)
@@ -962,7 +967,7 @@ func workloadKeys(s *shard, uids map[string]struct{}) []string {
 		if w, ok := s.workloads.get(uid); ok {
 			out = append(out, w.Key()) // the workload's own string: no key built per workload
 		} else {
-			out = append(out, federation.WorkloadKey(s.id, uid))
+			out = append(out, clusterset.WorkloadKey(s.id, uid))
 		}
 	}
 	slices.Sort(out)

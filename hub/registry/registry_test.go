@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -200,9 +201,9 @@ func TestRegistryIdenticalFullStateChangesNothing(t *testing.T) {
 func TestSnapshotAwait(t *testing.T) {
 	r := newTestRegistry(Limits{})
 	start := r.Current()
-	done := make(chan *Snapshot, 1)
+	done := make(chan clusterset.Snapshot, 1)
 	go func() {
-		s, _ := start.Await(context.Background(), func(s *Snapshot) bool { _, ok := s.Service("demo/echo"); return ok })
+		s, _ := clusterset.Await(context.Background(), start, func(s clusterset.Snapshot) bool { _, ok := s.Service("demo/echo"); return ok })
 		done <- s
 	}()
 	must(t, r.Connect("east", "").Apply("s", full("east", "n1", 1, []*federationpb.Service{svc("echo")}, nil, nil)))
@@ -216,7 +217,7 @@ func TestSnapshotAwait(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := r.Current().Await(ctx, func(*Snapshot) bool { return false }); !errors.Is(err, context.Canceled) {
+	if _, err := clusterset.Await(ctx, r.Current(), func(clusterset.Snapshot) bool { return false }); !errors.Is(err, context.Canceled) {
 		t.Errorf("Await on a cancelled context: %v", err)
 	}
 }
@@ -299,7 +300,7 @@ func TestRegistryRandomDeltas(t *testing.T) {
 		}
 		must(t, c.Apply("s", u))
 		got, _ := r.Current().Service("demo/echo")
-		var gotEps []federation.TaggedEndpoint
+		var gotEps []clusterset.TaggedEndpoint
 		if got != nil && len(got.Clusters) > 0 {
 			gotEps = got.Clusters[0].Endpoints
 		}

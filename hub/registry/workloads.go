@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 )
 
 // workloadBuckets is how many sorted slices a cluster's workloads are
@@ -17,15 +17,15 @@ const workloadBuckets = 16
 // published value is never written again, writers go through a
 // workloadsEdit. The zero value is empty.
 type workloads struct {
-	buckets [][]*federation.Workload
+	buckets [][]*clusterset.Workload
 	len     int
 }
 
 func bucketOfUID(uid string) int { return int(fnv1a(uid) % workloadBuckets) }
 
-func compareUID(w *federation.Workload, uid string) int { return strings.Compare(w.GetUid(), uid) }
+func compareUID(w *clusterset.Workload, uid string) int { return strings.Compare(w.GetUid(), uid) }
 
-func (m *workloads) get(uid string) (*federation.Workload, bool) {
+func (m *workloads) get(uid string) (*clusterset.Workload, bool) {
 	if m.buckets == nil {
 		return nil, false
 	}
@@ -37,7 +37,7 @@ func (m *workloads) get(uid string) (*federation.Workload, bool) {
 }
 
 // all calls fn for every workload, in no particular order.
-func (m *workloads) all(fn func(w *federation.Workload)) {
+func (m *workloads) all(fn func(w *clusterset.Workload)) {
 	for _, b := range m.buckets {
 		for _, w := range b {
 			fn(w)
@@ -46,15 +46,15 @@ func (m *workloads) all(fn func(w *federation.Workload)) {
 }
 
 // newWorkloads returns the workloads ws, the last of any uid given twice.
-func newWorkloads(ws []*federation.Workload) workloads {
-	m := workloads{buckets: make([][]*federation.Workload, workloadBuckets)}
+func newWorkloads(ws []*clusterset.Workload) workloads {
+	m := workloads{buckets: make([][]*clusterset.Workload, workloadBuckets)}
 	counts := make([]int, workloadBuckets)
 	for _, w := range ws {
 		counts[bucketOfUID(w.GetUid())]++
 	}
 	for i, n := range counts {
 		if n > 0 {
-			m.buckets[i] = make([]*federation.Workload, 0, n)
+			m.buckets[i] = make([]*clusterset.Workload, 0, n)
 		}
 	}
 	for _, w := range ws {
@@ -62,11 +62,11 @@ func newWorkloads(ws []*federation.Workload) workloads {
 		m.buckets[i] = append(m.buckets[i], w)
 	}
 	for i, b := range m.buckets {
-		slices.SortStableFunc(b, func(a, b *federation.Workload) int { return strings.Compare(a.GetUid(), b.GetUid()) })
+		slices.SortStableFunc(b, func(a, b *clusterset.Workload) int { return strings.Compare(a.GetUid(), b.GetUid()) })
 		// Keep the last of equal uids: compact keeps the first, so
 		// reverse around it.
 		slices.Reverse(b)
-		b = slices.CompactFunc(b, func(a, b *federation.Workload) bool { return a.GetUid() == b.GetUid() })
+		b = slices.CompactFunc(b, func(a, b *clusterset.Workload) bool { return a.GetUid() == b.GetUid() })
 		slices.Reverse(b)
 		m.buckets[i] = slices.Clip(b)
 		m.len += len(b)
@@ -82,7 +82,7 @@ type workloadsEdit struct {
 }
 
 func newWorkloadsEdit(base *workloads) *workloadsEdit {
-	e := &workloadsEdit{m: workloads{buckets: make([][]*federation.Workload, workloadBuckets), len: base.len}}
+	e := &workloadsEdit{m: workloads{buckets: make([][]*clusterset.Workload, workloadBuckets), len: base.len}}
 	copy(e.m.buckets, base.buckets)
 	return e
 }
@@ -93,19 +93,19 @@ func (e *workloadsEdit) bucket(uid string) int {
 	i := bucketOfUID(uid)
 	if !e.owned[i] {
 		old := e.m.buckets[i]
-		e.m.buckets[i] = append(make([]*federation.Workload, 0, len(old)+1), old...)
+		e.m.buckets[i] = append(make([]*clusterset.Workload, 0, len(old)+1), old...)
 		e.owned[i] = true
 	}
 	return i
 }
 
 // get returns the workload with uid as edited so far, nil if none.
-func (e *workloadsEdit) get(uid string) *federation.Workload {
+func (e *workloadsEdit) get(uid string) *clusterset.Workload {
 	w, _ := e.m.get(uid)
 	return w
 }
 
-func (e *workloadsEdit) set(w *federation.Workload) {
+func (e *workloadsEdit) set(w *clusterset.Workload) {
 	i := e.bucket(w.GetUid())
 	b := e.m.buckets[i]
 	j, ok := slices.BinarySearchFunc(b, w.GetUid(), compareUID)

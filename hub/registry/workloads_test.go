@@ -6,19 +6,19 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
-func testWorkload(uid string, ready bool) *federation.Workload {
-	return federation.NewWorkload("east", &federationpb.Workload{Uid: uid, Name: "pod-" + uid, Ready: ready})
+func testWorkload(uid string, ready bool) *clusterset.Workload {
+	return clusterset.NewWorkload("east", &federationpb.Workload{Uid: uid, Name: "pod-" + uid, Ready: ready})
 }
 
 // TestWorkloadsAgainstAMap: random edits of the sorted buckets read as a
 // map would, and never change the workloads they started from.
 func TestWorkloadsAgainstAMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	var ws []*federation.Workload
+	var ws []*clusterset.Workload
 	want := map[string]bool{} // uid → ready
 	for i := range 300 {
 		uid := fmt.Sprintf("uid-%d", rng.IntN(200))
@@ -32,7 +32,7 @@ func TestWorkloadsAgainstAMap(t *testing.T) {
 			t.Fatalf("len %d, want %d", m.len, len(want))
 		}
 		n := 0
-		m.all(func(w *federation.Workload) {
+		m.all(func(w *clusterset.Workload) {
 			n++
 			if ready, ok := want[w.GetUid()]; !ok || ready != w.GetReady() {
 				t.Fatalf("%s (ready %v) held, want %v, %v", w.GetUid(), w.GetReady(), ready, ok)

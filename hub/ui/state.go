@@ -9,6 +9,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub/registry"
 )
@@ -87,7 +88,7 @@ type Histogram struct {
 // Inputs are where the hub's state comes from.
 type Inputs struct {
 	Status  func() []registry.ClusterStatus
-	Current func() *registry.Snapshot
+	Current func() clusterset.Snapshot
 	// Proxies is nil without xDS.
 	Proxies func() []Proxy
 	// Gather reads the hub's metrics, for the propagation histogram.
@@ -115,17 +116,11 @@ func (in Inputs) Build() State {
 			Services: cs.Services, Endpoints: cs.Endpoints, Refused: cs.PolicyRefusals, Build: cs.Build,
 		})
 	}
-	for _, c := range snap.Clusters() {
-		for _, g := range c.Gateways {
-			name := string(c.Network)
-			if g.GetNetwork() != "" {
-				name = g.GetNetwork()
-			}
-			n := network(name)
-			addr := net.JoinHostPort(g.GetAddress(), strconv.Itoa(int(g.GetPort())))
-			if !slices.Contains(n.Gateways, addr) {
-				n.Gateways = append(n.Gateways, addr)
-			}
+	for _, g := range snap.Gateways().All() {
+		n := network(string(g.Network))
+		addr := net.JoinHostPort(g.GetAddress(), strconv.Itoa(int(g.GetPort())))
+		if !slices.Contains(n.Gateways, addr) {
+			n.Gateways = append(n.Gateways, addr)
 		}
 	}
 	for _, n := range byNetwork {
@@ -135,8 +130,9 @@ func (in Inputs) Build() State {
 	slices.SortFunc(st.Networks, func(a, b Network) int { return cmp.Compare(a.Name, b.Name) })
 
 	for _, v := range snap.Services() {
-		s := Service{Key: v.Key, Hostname: v.Hostname, Clusterset: v.ClustersetHostname, Ready: v.Ready, Endpoints: []EndpointsAt{}}
-		for _, ip := range v.ClustersetIPs {
+		imp := snap.Import(v.Key)
+		s := Service{Key: v.Key, Hostname: v.Hostname, Clusterset: v.ClustersetHostname, Ready: imp.Ready, Endpoints: []EndpointsAt{}}
+		for _, ip := range imp.ClustersetIPs {
 			if ip.IsValid() {
 				s.ClustersetIPs = append(s.ClustersetIPs, ip.String())
 			}

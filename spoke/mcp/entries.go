@@ -52,8 +52,6 @@ func (e Entries) build(set *imports.Set) []resource {
 	if set == nil {
 		return nil
 	}
-	// The hub sends an endpoint of another network than this cluster's
-	// only as one of that network's gateways.
 	e.network = set.Network
 	keys := make([]string, 0, len(set.Imports))
 	for k := range set.Imports {
@@ -119,8 +117,7 @@ func (e Entries) entry(im *federationpb.Import, host string, withOwn bool) *netw
 			if !ep.GetReady() {
 				continue
 			}
-			gateway := ep.GetNetwork() != "" && ep.GetNetwork() != e.network
-			se.Endpoints = append(se.Endpoints, workloadEntry(src, ep, workloads[ep.GetWorkload().GetUid()], gateway))
+			se.Endpoints = append(se.Endpoints, workloadEntry(src, ep, workloads[ep.GetWorkload().GetUid()], federation.ViaGateway(ep, e.network)))
 		}
 	}
 	return se

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -11,10 +12,10 @@ import (
 // benchService is a service with 1,000 endpoints in each of 10 clusters,
 // spread over 3 zones of 2 regions; clusters are paired onto networks
 // (networks > 0) or all on one.
-func benchService(networks int) (*federation.ServiceView, map[federation.NetworkID][]*federationpb.Gateway) {
+func benchService(networks int) (*clusterset.ServiceView, *clusterset.Gateways) {
 	svc := baseService()
-	var parts []federation.ClusterService
-	var infos []*federation.ClusterInfo
+	var parts []clusterset.ClusterService
+	var infos []*clusterset.ClusterInfo
 	for c := range 10 {
 		id := federation.ClusterID(fmt.Sprintf("c%d", c))
 		network := federation.NetworkID("net-0")
@@ -31,7 +32,7 @@ func benchService(networks int) (*federation.ServiceView, map[federation.Network
 			gateway(fmt.Sprintf("192.0.2.%d", 2*c+1), 15443, tls),
 			gateway(fmt.Sprintf("192.0.2.%d", 2*c+2), 15443, tls)))
 	}
-	return merged(parts...), GatewaysByNetwork(infos, tls)
+	return merged(parts...), clusterset.NewGateways(infos)
 }
 
 // BenchmarkEncodeLoadAssignment times one service's assignment (10,000

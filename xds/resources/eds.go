@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -93,48 +94,50 @@ type LbEndpoint struct {
 
 // Assignment returns the assignment that EncodeLoadAssignment encodes, as
 // plain values.
-func Assignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) LoadAssignment {
+func Assignment(s *clusterset.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways *clusterset.Gateways) LoadAssignment {
 	return assign(s, port, view, gateways).assignment(ClusterName(port.GetPort(), hostname))
 }
 
-// assign gathers the entries of an assignment by locality.
-func assign(s *federation.ServiceView, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *builder {
+// assign gathers the entries of an assignment by locality. An endpoint on
+// another network than the view's is counted behind that network's
+// gateways, as clusterset.Behind says.
+func assign(s *clusterset.ServiceView, port *federationpb.ServicePort, view View, gateways *clusterset.Gateways) *builder {
 	b := &builder{view: view, groups: make(map[groupKey]*group), seen: seenPool.Get().(map[netip.AddrPort]bool)}
 	defer func() {
 		clear(b.seen)
 		seenPool.Put(b.seen)
 		b.seen = nil
 	}()
-	remote := make(map[federation.NetworkID]*remoteNetwork)
+	remote := make(map[federation.NetworkID]*clusterset.Behind)
 	for _, c := range s.Clusters {
 		tier := 0
 		if c.Stale {
 			tier = numProximities
 		}
 		for _, ep := range c.Endpoints {
-			health, ok := healthOf(ep.Endpoint)
-			if !ok {
+			serving := clusterset.ServingOf(ep.Endpoint)
+			if serving == clusterset.NotServed {
 				continue
 			}
 			target, ok := endpointPort(ep.Endpoint, port)
 			if !ok {
 				continue
 			}
-			loc := localityOf(ep.GetLocality())
+			loc := clusterset.LocalityOf(ep.GetLocality())
 			if ep.Network != view.Network {
 				r := remote[ep.Network]
 				if r == nil {
-					r = &remoteNetwork{}
+					r = &clusterset.Behind{}
 					remote[ep.Network] = r
 				}
-				r.tally(health, c.Stale).add(loc, b.rank(loc))
+				r.AddServing(serving, loc, c.Stale, b.rank(loc))
 				continue
 			}
-			b.addEndpoint(ep, target, health, loc, tier)
+			b.addEndpoint(ep, target, healthOf(serving), loc, tier)
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(remote)) {
-		b.addGateways(n, remote[n], gateways[n])
+		b.addGateways(n, remote[n].Stand(), gateways.MTLS(n))
 	}
 	return b
 }
@@ -197,38 +200,6 @@ type metaKey struct {
 	network federation.NetworkID
 }
 
-// remoteNetwork tallies the endpoints of a network other than the view's,
-// those of live clusters apart from those of stale ones.
-type remoteNetwork struct{ live, stale healthTally }
-
-type healthTally struct{ healthy, draining tally }
-
-func (r *remoteNetwork) tally(h Health, stale bool) *tally {
-	t := &r.live
-	if stale {
-		t = &r.stale
-	}
-	if h == HealthHealthy {
-		return &t.healthy
-	}
-	return &t.draining
-}
-
-// tally counts endpoints and remembers the best locality among them:
-// closest to the view, then smallest.
-type tally struct {
-	count uint64
-	best  Locality
-	rank  int
-}
-
-func (t *tally) add(l Locality, rank int) {
-	if t.count == 0 || rank < t.rank || rank == t.rank && compareLocality(l, t.best) < 0 {
-		t.best, t.rank = l, rank
-	}
-	t.count++
-}
-
 // rank is the proximity of an endpoint locality to the view's. Each level
 // counts only when the view has it: a proxy that does not know its zone
 // treats its whole region as near, and one that does not know its region
@@ -264,7 +235,7 @@ func (b *builder) groupOf(l Locality, tier int) *group {
 }
 
 // addEndpoint adds an endpoint on the view's network.
-func (b *builder) addEndpoint(ep federation.TaggedEndpoint, port uint32, health Health, loc Locality, tier int) {
+func (b *builder) addEndpoint(ep clusterset.TaggedEndpoint, port uint32, health Health, loc Locality, tier int) {
 	addr, err := netip.ParseAddr(ep.GetAddress())
 	if err != nil || addr.Zone() != "" {
 		return // Validation admits only plain IPs; never emit what Envoy cannot connect to.
@@ -289,25 +260,16 @@ func (b *builder) addEndpoint(ep federation.TaggedEndpoint, port uint32, health 
 	b.units++
 }
 
-// addGateways adds the gateways that stand for network n's endpoints.
-//
-// Unlike Istio, which puts gateway entries into every locality group of the
-// endpoints they replace, all of n's gateways go into ONE group: the
-// locality of n's endpoint nearest to the view (ties: the smallest
-// locality). grpc-go NACKs an assignment that repeats an address, so a
-// gateway can appear only once. The gateways carry the weight of n's
-// healthy endpoints, split evenly; when n has only draining endpoints, they
-// carry those and are DRAINING themselves. They stand for n's live
-// clusters' endpoints; only when n has none do they stand for its stale
-// clusters', in the stale tier.
-func (b *builder) addGateways(n federation.NetworkID, r *remoteNetwork, gateways []*federationpb.Gateway) {
-	h, tier := &r.live, 0
-	if h.healthy.count == 0 && h.draining.count == 0 {
-		h, tier = &r.stale, numProximities
+// addGateways adds the gateways that stand for network n's endpoints
+// (what clusterset.Behind says they stand for, and where they go), their
+// weight split evenly across them.
+func (b *builder) addGateways(n federation.NetworkID, st clusterset.Stand, gateways []*federationpb.Gateway) {
+	if st.Count == 0 {
+		return
 	}
-	t, health := &h.healthy, HealthHealthy
-	if t.count == 0 {
-		t, health = &h.draining, HealthDraining
+	tier := 0
+	if st.Stale {
+		tier = numProximities
 	}
 	usable := make([]*federationpb.Gateway, 0, len(gateways))
 	for _, gw := range gateways {
@@ -330,21 +292,21 @@ func (b *builder) addGateways(n federation.NetworkID, r *remoteNetwork, gateways
 	if len(usable) == 0 {
 		return // No way into n: its endpoints are unreachable from this view.
 	}
-	g := b.groupOf(t.best, tier)
+	g := b.groupOf(st.Locality, tier)
 	share := uint64(len(usable))
 	for _, gw := range usable {
 		g.entries = append(g.entries, entry{
 			address: gw.GetAddress(),
 			port:    gw.GetPort(),
-			health:  health,
+			health:  healthOf(st.Serving),
 			// The gateway's cluster is not known here (one gateway may be
 			// reported by several clusters of n).
 			meta:  metaKey{network: n},
-			units: t.count,
+			units: st.Count,
 			share: share,
 		})
 	}
-	b.units += t.count
+	b.units += st.Count
 	b.shares += share
 	b.lcm = lcmCapped(max(b.lcm, 1), share)
 }
@@ -389,7 +351,7 @@ func (b *builder) ordered() ([]*group, [numRanks]uint32) {
 		used[g.rank] = true
 	}
 	groups := slices.SortedFunc(maps.Values(b.groups), func(a, b *group) int {
-		return cmp.Or(cmp.Compare(a.rank, b.rank), compareLocality(a.locality, b.locality))
+		return cmp.Or(cmp.Compare(a.rank, b.rank), clusterset.CompareLocality(a.locality, b.locality))
 	})
 	for _, g := range groups {
 		slices.SortFunc(g.entries, func(a, b entry) int {
@@ -440,26 +402,21 @@ func lcmCapped(a, b uint64) uint64 {
 	return min(a/x*b, maxTotalWeight+1)
 }
 
-// healthOf says whether and how an endpoint is sent: ready ones HEALTHY;
-// terminating ones that still serve DRAINING, so that Envoy lets their
-// requests finish (grpc-go ignores them); everything else not at all.
-// Terminating wins over a contradictory ready flag.
-func healthOf(ep *federation.Endpoint) (Health, bool) {
-	switch {
-	case ep.GetTerminating():
-		return HealthDraining, ep.GetServing() || ep.GetReady()
-	case ep.GetReady():
-		return HealthHealthy, true
-	default:
-		return HealthUnknown, false
+// healthOf is how an endpoint served as s is sent (clusterset.ServingOf):
+// ready ones HEALTHY, draining ones DRAINING, so that Envoy lets their
+// requests finish (grpc-go ignores them).
+func healthOf(s clusterset.Serving) Health {
+	if s == clusterset.Draining {
+		return HealthDraining
 	}
+	return HealthHealthy
 }
 
 // endpointPort is the endpoint's own (target) port for service port sp: the
 // port of the same name, or, for an unnamed service port, the endpoint's
 // only port. Ports are matched by name because a merged service's port
 // numbers may map to different target ports in each cluster.
-func endpointPort(ep *federation.Endpoint, sp *federationpb.ServicePort) (uint32, bool) {
+func endpointPort(ep *clusterset.Endpoint, sp *federationpb.ServicePort) (uint32, bool) {
 	ports := ep.GetPorts()
 	var match *federationpb.EndpointPort
 	for _, p := range ports {
@@ -480,12 +437,12 @@ func endpointPort(ep *federation.Endpoint, sp *federationpb.ServicePort) (uint32
 
 // Localities returns the distinct localities of s's endpoints, sorted:
 // what AppendAssignmentKey ranks.
-func Localities(s *federation.ServiceView) []Locality {
+func Localities(s *clusterset.ServiceView) []Locality {
 	var out []Locality
 	for _, c := range s.Clusters {
 		for _, ep := range c.Endpoints {
-			l := localityOf(ep.GetLocality())
-			if i, found := slices.BinarySearchFunc(out, l, compareLocality); !found {
+			l := clusterset.LocalityOf(ep.GetLocality())
+			if i, found := slices.BinarySearchFunc(out, l, clusterset.CompareLocality); !found {
 				out = slices.Insert(out, i, l)
 			}
 		}

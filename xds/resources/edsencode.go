@@ -3,14 +3,13 @@ package resources
 import (
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
 // EncodeLoadAssignment returns the EDS resource (a ClusterLoadAssignment)
 // of one (hostname, port) of s for proxies with the given view, encoded.
-// gateways are the east-west gateways by network, as GatewaysByNetwork
-// returns them.
+// gateways are the clusterset's east-west gateways.
 //
 // Endpoints on the view's network are sent as they are; an empty network is
 // the default network and equals only itself. Endpoints on another network
@@ -30,7 +29,7 @@ import (
 // (field 3) comes last: it is encoded once per (cluster, network) and
 // appended to each lb_endpoint. Resource versions are hashes of these
 // bytes, so they must not change from one hub version to the next.
-func EncodeLoadAssignment(s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) []byte {
+func EncodeLoadAssignment(s *clusterset.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways *clusterset.Gateways) []byte {
 	return assign(s, port, view, gateways).encode(ClusterName(port.GetPort(), hostname))
 }
 

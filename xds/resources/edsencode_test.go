@@ -6,13 +6,13 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
 // loadAssignment decodes EncodeLoadAssignment's result, for the tests of
 // what proxies are sent.
-func loadAssignment(t testing.TB, s *federation.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways map[federation.NetworkID][]*federationpb.Gateway) *endpointv3.ClusterLoadAssignment {
+func loadAssignment(t testing.TB, s *clusterset.ServiceView, hostname string, port *federationpb.ServicePort, view View, gateways *clusterset.Gateways) *endpointv3.ClusterLoadAssignment {
 	t.Helper()
 	var cla endpointv3.ClusterLoadAssignment
 	if err := proto.Unmarshal(EncodeLoadAssignment(s, hostname, port, view, gateways), &cla); err != nil {

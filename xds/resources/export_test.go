@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -12,24 +12,30 @@ import (
 // reference (that imports this one, so tests inside it cannot).
 
 // RandomCase is randomCase.
-func RandomCase(r *rand.Rand) (*federation.ServiceView, []*federation.ClusterInfo, View) {
+func RandomCase(r *rand.Rand) (*clusterset.ServiceView, []*clusterset.ClusterInfo, View) {
 	return randomCase(r)
+}
+
+// ServiceFixture is a golden case's service and the ClusterSetIPs of its
+// import.
+type ServiceFixture struct {
+	Service *clusterset.ServiceView
+	VIPs    []netip.Addr
 }
 
 // ServiceFixtures are the services of the golden cases by name, and an
 // MCS import whose IPv4 family has no ClusterSetIP (its CIDR exhausted).
-func ServiceFixtures() map[string]*federation.ServiceView {
-	out := map[string]*federation.ServiceView{}
+func ServiceFixtures() map[string]ServiceFixture {
+	out := map[string]ServiceFixture{}
 	for _, c := range goldenCases() {
-		out[c.name] = c.service
+		out[c.name] = ServiceFixture{c.service, c.vips}
 	}
-	exhausted := withClustersetIPs(merged(
+	exhausted := merged(
 		export("east", "net-1", withService(func(s *federationpb.Service) {
 			s.Export.Source = federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT
 			s.Ports = append(s.Ports, &federationpb.ServicePort{Name: "http", Protocol: tcp, Port: 80})
 		}), pod("10.1.0.1", "r1", "z1")),
-	), "fd6d:6673:6574::5")
-	exhausted.ClustersetIPs = append([]netip.Addr{{}}, exhausted.ClustersetIPs...)
-	out["mcs-clusterset-ip-exhausted"] = exhausted
+	)
+	out["mcs-clusterset-ip-exhausted"] = ServiceFixture{exhausted, append([]netip.Addr{{}}, addrs("fd6d:6673:6574::5")...)}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -70,24 +71,24 @@ func ports(ps ...*federationpb.EndpointPort) func(*federationpb.Endpoint) {
 }
 
 // export is one cluster's export of svc with the given endpoints.
-func export(cluster federation.ClusterID, network federation.NetworkID, svc *federationpb.Service, eps ...*federationpb.Endpoint) federation.ClusterService {
-	return federation.ClusterService{
+func export(cluster federation.ClusterID, network federation.NetworkID, svc *federationpb.Service, eps ...*federationpb.Endpoint) clusterset.ClusterService {
+	return clusterset.ClusterService{
 		Cluster:   cluster,
 		Network:   network,
 		Service:   svc,
-		Endpoints: federation.TagEndpoints(federation.NewTags(cluster, network), federation.NewEndpoints(eps...)),
+		Endpoints: clusterset.TagEndpoints(clusterset.NewTags(cluster, network), clusterset.NewEndpoints(eps...)),
 	}
 }
 
 // merged is the clusterset view of parts.
 // stale marks an export's cluster stale.
-func stale(c federation.ClusterService) federation.ClusterService {
+func stale(c clusterset.ClusterService) clusterset.ClusterService {
 	c.Stale = true
 	return c
 }
 
-func merged(parts ...federation.ClusterService) *federation.ServiceView {
-	return federation.MergeService(parts)
+func merged(parts ...clusterset.ClusterService) *clusterset.ServiceView {
+	return clusterset.MergeService(parts)
 }
 
 // withService returns baseService edited.
@@ -107,8 +108,8 @@ func onNetwork(g *federationpb.Gateway, network string) *federationpb.Gateway {
 	return g
 }
 
-func cluster(id federation.ClusterID, network federation.NetworkID, gws ...*federationpb.Gateway) *federation.ClusterInfo {
-	return &federation.ClusterInfo{ID: id, Network: network, Gateways: gws}
+func cluster(id federation.ClusterID, network federation.NetworkID, gws ...*federationpb.Gateway) *clusterset.ClusterInfo {
+	return &clusterset.ClusterInfo{ID: id, Network: network, Gateways: gws}
 }
 
 func view(network federation.NetworkID, region, zone, sz string) View {

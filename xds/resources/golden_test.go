@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -33,9 +33,11 @@ type namedView struct {
 // goldenCase is a service, the clusterset's clusters (for gateways) and the
 // proxy views to compute EDS for.
 type goldenCase struct {
-	name     string
-	service  *federation.ServiceView
-	clusters []*federation.ClusterInfo
+	name    string
+	service *clusterset.ServiceView
+	// vips are the ClusterSetIPs of the service's import.
+	vips     []netip.Addr
+	clusters []*clusterset.ClusterInfo
 	views    []namedView
 	// check makes assertions beyond the golden file.
 	check func(t *testing.T, out *output)
@@ -69,8 +71,8 @@ func (o *output) find(t *testing.T, view, name string) *endpointv3.ClusterLoadAs
 // generate returns what proxies are sent for a golden case, decoded.
 func generate(t *testing.T, c goldenCase) *output {
 	t.Helper()
-	out := serviceOutput(t, c.service)
-	gws := GatewaysByNetwork(c.clusters, tls)
+	out := serviceOutput(t, c.service, c.vips)
+	gws := clusterset.NewGateways(c.clusters)
 	for _, v := range c.views {
 		for _, h := range Hostnames(c.service) {
 			for _, p := range Ports(c.service) {
@@ -96,7 +98,7 @@ func goldenCases() []goldenCase {
 				pod("10.1.0.1", "r1", "z1"),
 				pod("10.1.0.3", "r1", "z2"),
 			)),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-1")},
 			views:    []namedView{{"net-1-z1", view("net-1", "r1", "z1", "")}},
 		},
 		{
@@ -105,7 +107,7 @@ func goldenCases() []goldenCase {
 				export("east", "net-1", svc, pod("10.1.0.1", "r1", "z1")),
 				export("west", "net-1", svc, pod("10.2.0.1", "r1", "z2"), pod("10.2.0.2", "r2", "z3")),
 			),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-1"), cluster("west", "net-1")},
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-1"), cluster("west", "net-1")},
 			views:    []namedView{{"net-1-z1", view("net-1", "r1", "z1", "")}},
 		},
 		{
@@ -114,7 +116,7 @@ func goldenCases() []goldenCase {
 				export("east", "net-east", svc, pod("10.1.0.1", "r1", "z1"), pod("10.1.0.2", "r1", "z2")),
 				export("west", "net-west", svc, pod("10.2.0.1", "r1", "z1"), pod("10.2.0.2", "r2", "z3"), pod("10.2.0.3", "r2", "z3")),
 			),
-			clusters: []*federation.ClusterInfo{
+			clusters: []*clusterset.ClusterInfo{
 				cluster("east", "net-east", gateway("192.0.2.1", 15443, tls)),
 				cluster("west", "net-west",
 					gateway("192.0.2.11", 15443, tls),
@@ -156,7 +158,7 @@ func goldenCases() []goldenCase {
 				export("east", "net-east", svc, pod("10.1.0.1", "r1", "z1")),
 				export("west", "net-west", svc, pod("10.2.0.1", "r1", "z1")),
 			),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-east"), cluster("west", "net-west", gateway("192.0.2.12", 15008, hbon))},
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-east"), cluster("west", "net-west", gateway("192.0.2.12", 15008, hbon))},
 			views:    []namedView{{"east", view("net-east", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
 				t.Helper()
@@ -173,7 +175,7 @@ func goldenCases() []goldenCase {
 				pod("10.0.0.3", "r1", "z2"),
 				pod("10.0.0.4", "r2", "z5"),
 			)),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-1")},
 			views: []namedView{
 				{"zone-z1", view("net-1", "r1", "z1", "")},
 				{"subzone-sz1", view("net-1", "r1", "z1", "sz1")},
@@ -203,7 +205,7 @@ func goldenCases() []goldenCase {
 				}),
 				pod("10.1.0.1", "r1", "z1"), pod("10.1.0.2", "r1", "z1"),
 			)),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-1")},
 			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
 		},
 		{
@@ -214,7 +216,7 @@ func goldenCases() []goldenCase {
 				}), pod("10.1.0.1", "r1", "z1")),
 				export("west", "net-1", svc, pod("10.2.0.1", "r1", "z2")),
 			),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-1"), cluster("west", "net-1")},
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-1"), cluster("west", "net-1")},
 			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
 				t.Helper()
@@ -236,12 +238,13 @@ func goldenCases() []goldenCase {
 			// An MCS import's ClusterSetIPs: listeners a client that dials
 			// xds:///<ip>:<port> asks for, routed as the clusterset hostname.
 			name: "mcs-clusterset-ips",
-			service: withClustersetIPs(merged(
+			service: merged(
 				export("east", "net-1", withService(func(s *federationpb.Service) {
 					s.Export.Source = federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT
 				}), pod("10.1.0.1", "r1", "z1")),
-			), "240.242.0.5", "fd6d:6673:6574::5"),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
+			),
+			vips:     addrs("240.242.0.5", "fd6d:6673:6574::5"),
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-1")},
 			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
 				t.Helper()
@@ -267,7 +270,7 @@ func goldenCases() []goldenCase {
 				// Only a draining pod left: its gateway is DRAINING too.
 				export("west", "net-west", svc, pod("10.2.0.1", "r1", "z1", terminating), pod("10.2.0.2", "r1", "z1", notReady)),
 			),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-east"), cluster("west", "net-west", gateway("192.0.2.10", 15443, tls))},
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-east"), cluster("west", "net-west", gateway("192.0.2.10", 15443, tls))},
 			views:    []namedView{{"east", view("net-east", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
 				t.Helper()
@@ -288,7 +291,7 @@ func goldenCases() []goldenCase {
 				pod("10.1.0.3", "r1", "z1", ports(&federationpb.EndpointPort{Name: "grpc", Protocol: udp, Port: 9090})),
 				pod("10.1.0.4", "r1", "z1", ports()),
 			)),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-1")},
 			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
 				t.Helper()
@@ -307,7 +310,7 @@ func goldenCases() []goldenCase {
 				pod("10.1.0.2", "r1", "z1", ports(&federationpb.EndpointPort{Name: "http", Protocol: tcp, Port: 8001})),
 				pod("10.1.0.3", "r1", "z1", ports(&federationpb.EndpointPort{Name: "a", Protocol: tcp, Port: 1}, &federationpb.EndpointPort{Name: "b", Protocol: tcp, Port: 2})),
 			)),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-1")},
 			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
 				t.Helper()
@@ -331,7 +334,7 @@ func goldenCases() []goldenCase {
 					&federationpb.EndpointPort{Name: "dns", Protocol: udp, Port: 5353},
 				)),
 			)),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-1")},
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-1")},
 			views:    []namedView{{"z1", view("net-1", "r1", "z1", "")}},
 			check: func(t *testing.T, out *output) {
 				t.Helper()
@@ -352,7 +355,7 @@ func goldenCases() []goldenCase {
 					pod("10.9.0.1", "r1", "z2", func(e *federationpb.Endpoint) { e.Network = "net-edge" }),
 				),
 			),
-			clusters: []*federation.ClusterInfo{cluster("east", "net-east",
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-east",
 				gateway("192.0.2.1", 15443, tls),
 				onNetwork(gateway("192.0.2.9", 15443, tls), "net-edge"),
 			)},
@@ -381,7 +384,7 @@ func goldenCases() []goldenCase {
 				stale(export("north", "net-1", svc, pod("10.3.0.1", "r1", "z1"), pod("10.3.0.2", "r1", "z2"))),
 				stale(export("west", "net-2", svc, pod("10.2.0.1", "r1", "z1"))),
 			),
-			clusters: []*federation.ClusterInfo{
+			clusters: []*clusterset.ClusterInfo{
 				cluster("east", "net-1"), cluster("north", "net-1"),
 				cluster("west", "net-2", gateway("192.0.2.10", 15443, tls)),
 			},
@@ -401,11 +404,12 @@ func goldenCases() []goldenCase {
 	}
 }
 
-func withClustersetIPs(v *federation.ServiceView, ips ...string) *federation.ServiceView {
-	for _, ip := range ips {
-		v.ClustersetIPs = append(v.ClustersetIPs, netip.MustParseAddr(ip))
+func addrs(ips ...string) []netip.Addr {
+	out := make([]netip.Addr, len(ips))
+	for i, ip := range ips {
+		out[i] = netip.MustParseAddr(ip)
 	}
-	return v
+	return out
 }
 
 func TestGolden(t *testing.T) {
@@ -486,13 +490,14 @@ func render(t *testing.T, out *output) []byte {
 	return buf.Bytes()
 }
 
-// serviceOutput decodes the CDS, LDS and RDS resources of s.
-func serviceOutput(t testing.TB, s *federation.ServiceView) *output {
+// serviceOutput decodes the CDS, LDS and RDS resources of s, whose
+// import's ClusterSetIPs are vips.
+func serviceOutput(t testing.TB, s *clusterset.ServiceView, vips []netip.Addr) *output {
 	t.Helper()
 	return &output{
 		clusters:  decodeAll[clusterv3.Cluster](t, EncodeClusters(s)),
-		listeners: decodeAll[listenerv3.Listener](t, EncodeListeners(s)),
-		routes:    decodeAll[routev3.RouteConfiguration](t, EncodeRoutes(s)),
+		listeners: decodeAll[listenerv3.Listener](t, EncodeListeners(s, vips)),
+		routes:    decodeAll[routev3.RouteConfiguration](t, EncodeRoutes(s, vips)),
 	}
 }
 

@@ -4,8 +4,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
-	"strings"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -42,7 +42,7 @@ func VIPListenerName(ip netip.Addr, port uint32) string {
 // Hostnames returns the names clients use for s: its cluster-local
 // hostname, then its clusterset hostname when some cluster exports it
 // through MCS.
-func Hostnames(s *federation.ServiceView) []string {
+func Hostnames(s *clusterset.ServiceView) []string {
 	var hs []string
 	if s.Hostname != "" {
 		hs = append(hs, s.Hostname)
@@ -58,7 +58,7 @@ func Hostnames(s *federation.ServiceView) []string {
 // Envoy's HTTP connection manager and gRPC carry only TCP, and Istio skips
 // UDP ports the same way. A port number appears once even if the service
 // has it for several protocols, since the number is part of every name.
-func Ports(s *federation.ServiceView) []*federationpb.ServicePort {
+func Ports(s *clusterset.ServiceView) []*federationpb.ServicePort {
 	var out []*federationpb.ServicePort
 	for _, p := range s.Ports {
 		if normalProtocol(p.GetProtocol()) != federationpb.Protocol_PROTOCOL_TCP || p.GetPort() == 0 || p.GetPort() > 65535 {
@@ -80,21 +80,7 @@ func normalProtocol(p federationpb.Protocol) federationpb.Protocol {
 }
 
 // Locality is a proxy's or endpoint's region/zone/subzone.
-type Locality struct{ Region, Zone, Subzone string }
-
-func localityOf(l *federationpb.Locality) Locality {
-	return Locality{Region: l.GetRegion(), Zone: l.GetZone(), Subzone: l.GetSubzone()}
-}
-
-func compareLocality(a, b Locality) int {
-	if c := strings.Compare(a.Region, b.Region); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Zone, b.Zone); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Subzone, b.Subzone)
-}
+type Locality = clusterset.Locality
 
 // View is what makes one proxy's endpoints differ from another's: its
 // network and locality. Proxies with equal Views share EDS.

@@ -9,7 +9,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -37,13 +37,13 @@ func TestNames(t *testing.T) {
 func TestHostnames(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		s    *federation.ServiceView
+		s    *clusterset.ServiceView
 		want []string
 	}{
-		{"cluster-local only", &federation.ServiceView{Hostname: "a.ns.svc.cluster.local"}, []string{"a.ns.svc.cluster.local"}},
-		{"mcs", &federation.ServiceView{Hostname: "a.ns.svc.cluster.local", ClustersetHostname: "a.ns.svc.clusterset.local"}, []string{"a.ns.svc.cluster.local", "a.ns.svc.clusterset.local"}},
-		{"same twice", &federation.ServiceView{Hostname: "a.ns.svc.clusterset.local", ClustersetHostname: "a.ns.svc.clusterset.local"}, []string{"a.ns.svc.clusterset.local"}},
-		{"none", &federation.ServiceView{}, nil},
+		{"cluster-local only", &clusterset.ServiceView{Hostname: "a.ns.svc.cluster.local"}, []string{"a.ns.svc.cluster.local"}},
+		{"mcs", &clusterset.ServiceView{Hostname: "a.ns.svc.cluster.local", ClustersetHostname: "a.ns.svc.clusterset.local"}, []string{"a.ns.svc.cluster.local", "a.ns.svc.clusterset.local"}},
+		{"same twice", &clusterset.ServiceView{Hostname: "a.ns.svc.clusterset.local", ClustersetHostname: "a.ns.svc.clusterset.local"}, []string{"a.ns.svc.clusterset.local"}},
+		{"none", &clusterset.ServiceView{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, Hostnames(tc.s)); diff != "" {
@@ -54,7 +54,7 @@ func TestHostnames(t *testing.T) {
 }
 
 func TestPorts(t *testing.T) {
-	s := &federation.ServiceView{Ports: []*federationpb.ServicePort{
+	s := &clusterset.ServiceView{Ports: []*federationpb.ServicePort{
 		{Name: "dns", Protocol: udp, Port: 53},
 		{Name: "http", Port: 80}, // unspecified: TCP
 		{Name: "sctp", Protocol: federationpb.Protocol_PROTOCOL_SCTP, Port: 90},
@@ -92,47 +92,6 @@ func TestViewKey(t *testing.T) {
 	}
 	if got := view("net-a", "us-east1", "us-east1-b", "").Key(); got != "net-a/us-east1/us-east1-b/" {
 		t.Errorf("readable key: got %q", got)
-	}
-}
-
-func TestGatewaysByNetwork(t *testing.T) {
-	clusters := []*federation.ClusterInfo{
-		cluster("east", "net-east",
-			gateway("192.0.2.2", 15443, tls),
-			gateway("192.0.2.1", 15443, tls),
-			gateway("192.0.2.1", 15008, hbon),
-			onNetwork(gateway("192.0.2.9", 15443, tls), "net-edge"),
-		),
-		// A second cluster of net-east reports the same gateway.
-		cluster("east2", "net-east", gateway("192.0.2.1", 15443, tls), gateway("gw.east.example.com", 15443, tls)),
-		cluster("west", "net-west", gateway("192.0.2.20", 15008, hbon)),
-		nil,
-	}
-	for _, tc := range []struct {
-		name     string
-		protocol federationpb.GatewayProtocol
-		want     map[federation.NetworkID][]string
-	}{
-		{"tls", tls, map[federation.NetworkID][]string{
-			"net-east": {"192.0.2.1:15443", "192.0.2.2:15443", "gw.east.example.com:15443"},
-			"net-edge": {"192.0.2.9:15443"},
-		}},
-		{"hbone", hbon, map[federation.NetworkID][]string{
-			"net-east": {"192.0.2.1:15008"},
-			"net-west": {"192.0.2.20:15008"},
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := map[federation.NetworkID][]string{}
-			for n, gws := range GatewaysByNetwork(clusters, tc.protocol) {
-				for _, g := range gws {
-					got[n] = append(got[n], ListenerName(g.GetAddress(), g.GetPort()))
-				}
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
 	}
 }
 

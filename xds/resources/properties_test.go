@@ -16,6 +16,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -62,9 +63,9 @@ func checkAssignment(cla *endpointv3.ClusterLoadAssignment) error {
 		prios[l.GetPriority()] = true
 		if i > 0 {
 			p := cla.GetEndpoints()[i-1]
-			pl := Locality{p.GetLocality().GetRegion(), p.GetLocality().GetZone(), p.GetLocality().GetSubZone()}
+			pl := Locality{Region: p.GetLocality().GetRegion(), Zone: p.GetLocality().GetZone(), Subzone: p.GetLocality().GetSubZone()}
 			if p.GetPriority() > l.GetPriority() || p.GetPriority() == l.GetPriority() &&
-				compareLocality(pl, Locality{loc.GetRegion(), loc.GetZone(), loc.GetSubZone()}) >= 0 {
+				clusterset.CompareLocality(pl, Locality{Region: loc.GetRegion(), Zone: loc.GetZone(), Subzone: loc.GetSubZone()}) >= 0 {
 				fail("endpoints[%d]: not sorted by priority and locality", i)
 			}
 		}
@@ -184,8 +185,8 @@ func FuzzLoadAssignment(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed1, seed2 uint64) {
 		r := rand.New(rand.NewPCG(seed1, seed2))
 		s, clusters, v := randomCase(r)
-		out := serviceOutput(t, s)
-		gws := GatewaysByNetwork(clusters, tls)
+		out := serviceOutput(t, s, nil)
+		gws := clusterset.NewGateways(clusters)
 		for _, h := range Hostnames(s) {
 			for _, p := range Ports(s) {
 				out.assignments = append(out.assignments, assignment{v.Key(), loadAssignment(t, s, h, p, v, gws)})
@@ -255,7 +256,7 @@ func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 // few networks, overlapping pod addresses within a network, every
 // readiness state, missing ports, gateways of both protocols, DNS-named
 // and duplicated gateways, stale clusters, and a random proxy view.
-func randomCase(r *rand.Rand) (*federation.ServiceView, []*federation.ClusterInfo, View) {
+func randomCase(r *rand.Rand) (*clusterset.ServiceView, []*clusterset.ClusterInfo, View) {
 	svcPorts := []*federationpb.ServicePort{
 		{Name: "grpc", Protocol: tcp, Port: 8080},
 		{Name: "http", Port: 80},
@@ -271,8 +272,8 @@ func randomCase(r *rand.Rand) (*federation.ServiceView, []*federation.ClusterInf
 	locality := func() *federationpb.Locality {
 		return &federationpb.Locality{Region: pick(r, "r1", "r2", ""), Zone: pick(r, "z1", "z2", ""), Subzone: pick(r, "", "", "s1")}
 	}
-	var parts []federation.ClusterService
-	var infos []*federation.ClusterInfo
+	var parts []clusterset.ClusterService
+	var infos []*clusterset.ClusterInfo
 	for c := range 1 + r.IntN(4) {
 		id := federation.ClusterID(fmt.Sprintf("c%d", c))
 		network := pick(r, randomNetworks...)
@@ -329,7 +330,7 @@ func randomCase(r *rand.Rand) (*federation.ServiceView, []*federation.ClusterInf
 		infos = append(infos, info)
 	}
 	l := locality()
-	v := View{Network: pick(r, append(randomNetworks, "n9")...), Locality: Locality{l.GetRegion(), l.GetZone(), l.GetSubzone()}}
+	v := View{Network: pick(r, append(randomNetworks, "n9")...), Locality: Locality{Region: l.GetRegion(), Zone: l.GetZone(), Subzone: l.GetSubzone()}}
 	return merged(parts...), infos, v
 }
 
@@ -342,8 +343,8 @@ func TestWeightCap(t *testing.T) {
 	for i := range 10 {
 		local = append(local, pod(fmt.Sprintf("10.0.0.%d", i+1), "r1", "z1"))
 	}
-	parts := []federation.ClusterService{export("local", "net-0", svc, local...)}
-	infos := []*federation.ClusterInfo{cluster("local", "net-0")}
+	parts := []clusterset.ClusterService{export("local", "net-0", svc, local...)}
+	infos := []*clusterset.ClusterInfo{cluster("local", "net-0")}
 	counts := []int{37, 41, 43, 47, 53} // pairwise coprime: LCM 162,490,421
 	for i, n := range counts {
 		id := federation.ClusterID(fmt.Sprintf("c%d", i))
@@ -357,7 +358,7 @@ func TestWeightCap(t *testing.T) {
 	}
 	s := merged(parts...)
 	v := view("net-0", "r1", "z1", "")
-	cla := loadAssignment(t, s, s.Hostname, grpcPort(), v, GatewaysByNetwork(infos, tls))
+	cla := loadAssignment(t, s, s.Hostname, grpcPort(), v, clusterset.NewGateways(infos))
 	if err := checkAssignment(cla); err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +423,7 @@ func TestAssignmentKey(t *testing.T) {
 			v2 = v1
 			v2.Locality.Subzone = pick(r, "", "s1", "s2")
 		}
-		if !slices.IsSortedFunc(locs, compareLocality) {
+		if !slices.IsSortedFunc(locs, clusterset.CompareLocality) {
 			t.Fatalf("seed %d: Localities not sorted: %v", seed, locs)
 		}
 		if assignmentKey(locs, v1) != assignmentKey(locs, v2) {
@@ -432,7 +433,7 @@ func TestAssignmentKey(t *testing.T) {
 		if !slices.Equal(ranks(locs, v1), ranks(locs, v2)) {
 			renumbered++
 		}
-		gws := GatewaysByNetwork(clusters, tls)
+		gws := clusterset.NewGateways(clusters)
 		for _, h := range Hostnames(s) {
 			for _, p := range Ports(s) {
 				a, b := loadAssignment(t, s, h, p, v1, gws), loadAssignment(t, s, h, p, v2, gws)

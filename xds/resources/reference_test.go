@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/resources/reference"
@@ -29,7 +29,7 @@ func TestEncodeLoadAssignment(t *testing.T) {
 	for seed := range uint64(300) {
 		r := rand.New(rand.NewPCG(seed, seed^0x9e3779b9))
 		s, clusters, v := resources.RandomCase(r)
-		gws := resources.GatewaysByNetwork(clusters, tls)
+		gws := clusterset.NewGateways(clusters)
 		for _, h := range resources.Hostnames(s) {
 			for _, p := range s.Ports {
 				want := reference.LoadAssignment(resources.Assignment(s, h, p, v, gws))
@@ -84,7 +84,7 @@ func TestEncodeServiceResources(t *testing.T) {
 	services := resources.ServiceFixtures()
 	for _, name := range slices.Sorted(maps.Keys(services)) {
 		t.Run(name, func(t *testing.T) {
-			checkServiceResources(t, services[name])
+			checkServiceResources(t, services[name].Service, services[name].VIPs)
 		})
 	}
 	ipSets := [][]netip.Addr{
@@ -98,19 +98,20 @@ func TestEncodeServiceResources(t *testing.T) {
 		t.Run(fmt.Sprintf("random-%d", seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, seed*0x51))
 			s, _, _ := resources.RandomCase(r)
+			var vips []netip.Addr
 			if s.ClustersetHostname != "" {
-				s.ClustersetIPs = ipSets[r.IntN(len(ipSets))]
+				vips = ipSets[r.IntN(len(ipSets))]
 			}
-			checkServiceResources(t, s)
+			checkServiceResources(t, s, vips)
 		})
 	}
 }
 
-func checkServiceResources(t *testing.T, s *federation.ServiceView) {
+func checkServiceResources(t *testing.T, s *clusterset.ServiceView, vips []netip.Addr) {
 	t.Helper()
 	checkEncoded(t, "cluster", resources.EncodeClusters(s), reference.Clusters(s))
-	checkEncoded(t, "listener", resources.EncodeListeners(s), reference.Listeners(s))
-	checkEncoded(t, "route", resources.EncodeRoutes(s), reference.Routes(s))
+	checkEncoded(t, "listener", resources.EncodeListeners(s, vips), reference.Listeners(s, vips))
+	checkEncoded(t, "route", resources.EncodeRoutes(s, vips), reference.Routes(s, vips))
 }
 
 func checkEncoded[M any, P interface {
@@ -147,8 +148,8 @@ func checkEncoded[M any, P interface {
 // benchServiceView is an MCS import with both hostnames, four ports and
 // ClusterSetIPs of both families: 8 clusters, 12 listeners and 8 route
 // configurations.
-func benchServiceView() *federation.ServiceView {
-	return &federation.ServiceView{
+func benchServiceView() (*clusterset.ServiceView, []netip.Addr) {
+	return &clusterset.ServiceView{
 		Hostname:           "echo.demo.svc.cluster.local",
 		ClustersetHostname: "echo.demo.svc.clusterset.local",
 		Ports: []*federationpb.ServicePort{
@@ -157,19 +158,18 @@ func benchServiceView() *federation.ServiceView {
 			{Name: "grpc", Port: 8080},
 			{Name: "metrics", Port: 9100},
 		},
-		ClustersetIPs: []netip.Addr{netip.MustParseAddr("240.242.0.5"), netip.MustParseAddr("fd6d:6673:6574::5")},
-	}
+	}, []netip.Addr{netip.MustParseAddr("240.242.0.5"), netip.MustParseAddr("fd6d:6673:6574::5")}
 }
 
 // BenchmarkEncodeServiceResources times a service's CDS, LDS and RDS:
 // encoded directly, and, for comparison, built as messages and marshalled
 // (what the hub did before it encoded them itself).
 func BenchmarkEncodeServiceResources(b *testing.B) {
-	s := benchServiceView()
+	s, vips := benchServiceView()
 	b.Run("encode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if len(resources.EncodeClusters(s))+len(resources.EncodeListeners(s))+len(resources.EncodeRoutes(s)) == 0 {
+			if len(resources.EncodeClusters(s))+len(resources.EncodeListeners(s, vips))+len(resources.EncodeRoutes(s, vips)) == 0 {
 				b.Fatal("empty")
 			}
 		}
@@ -182,10 +182,10 @@ func BenchmarkEncodeServiceResources(b *testing.B) {
 			for _, m := range reference.Clusters(s) {
 				ms = append(ms, m)
 			}
-			for _, m := range reference.Listeners(s) {
+			for _, m := range reference.Listeners(s, vips) {
 				ms = append(ms, m)
 			}
-			for _, m := range reference.Routes(s) {
+			for _, m := range reference.Routes(s, vips) {
 				ms = append(ms, m)
 			}
 			for _, m := range ms {

@@ -1,9 +1,11 @@
 package resources
 
 import (
+	"net/netip"
+
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 )
 
 // Encoded is one resource, encoded.
@@ -23,7 +25,7 @@ type Encoded struct {
 // marshalling of the messages, written without building them: resource
 // versions are hashes of these bytes, so they must not change from one
 // hub version to the next.
-func EncodeClusters(s *federation.ServiceView) []Encoded {
+func EncodeClusters(s *clusterset.ServiceView) []Encoded {
 	var out []Encoded
 	for _, h := range Hostnames(s) {
 		for _, p := range Ports(s) {
@@ -37,10 +39,11 @@ func EncodeClusters(s *federation.ServiceView) []Encoded {
 // EncodeListeners returns one api_listener per (hostname, port) of s: an
 // HTTP connection manager that fetches its routes over ADS (RDS) from the
 // route configuration of the same (hostname, port), and whose only filter
-// is the router (gRPC requires a terminal filter last). An MCS import's
-// ClusterSetIPs get listeners too ("<ip>:<port>", what a client that dials
-// xds:///<ip>:<port> asks for), routed as its clusterset hostname.
-func EncodeListeners(s *federation.ServiceView) []Encoded {
+// is the router (gRPC requires a terminal filter last). vips, an MCS
+// import's ClusterSetIPs (clusterset.Import), get listeners too
+// ("<ip>:<port>", what a client that dials xds:///<ip>:<port> asks for),
+// routed as its clusterset hostname; an invalid one is skipped.
+func EncodeListeners(s *clusterset.ServiceView, vips []netip.Addr) []Encoded {
 	var out []Encoded
 	for _, h := range Hostnames(s) {
 		for _, p := range Ports(s) {
@@ -48,7 +51,7 @@ func EncodeListeners(s *federation.ServiceView) []Encoded {
 			out = append(out, Encoded{Name: name, Value: encodeListener(name, ClusterName(p.GetPort(), h))})
 		}
 	}
-	for _, ip := range s.ClustersetIPs {
+	for _, ip := range vips {
 		if !ip.IsValid() {
 			continue // the family has none (its CIDR is exhausted)
 		}
@@ -63,8 +66,9 @@ func EncodeListeners(s *federation.ServiceView) []Encoded {
 // EncodeRoutes returns one route configuration per (hostname, port) of s,
 // named like the cluster: one virtual host matching "<host>:<port>" (the
 // authority a gRPC client sends) and "<host>", routing everything to the
-// cluster.
-func EncodeRoutes(s *federation.ServiceView) []Encoded {
+// cluster. The clusterset hostname's also matches "<vip>:<port>" for each
+// of vips, the import's ClusterSetIPs.
+func EncodeRoutes(s *clusterset.ServiceView, vips []netip.Addr) []Encoded {
 	var out []Encoded
 	for _, h := range Hostnames(s) {
 		for _, p := range Ports(s) {
@@ -73,7 +77,7 @@ func EncodeRoutes(s *federation.ServiceView) []Encoded {
 			if h == s.ClustersetHostname {
 				// A client that dialled a ClusterSetIP sends it as its
 				// authority.
-				for _, ip := range s.ClustersetIPs {
+				for _, ip := range vips {
 					if ip.IsValid() {
 						domains = append(domains, VIPListenerName(ip, p.GetPort()))
 					}

@@ -6,6 +6,7 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/xds/resources"
@@ -23,7 +24,7 @@ func benchClusterset() (*xdstest.Snapshot, []View) {
 	for i := range clusters {
 		id := federation.ClusterID(fmt.Sprintf("c%02d", i))
 		zone := resources.Locality{Region: "r1", Zone: fmt.Sprintf("z%02d", i)}
-		c.SetCluster(federation.ClusterInfo{ID: id, Network: "n1", TrustDomain: "cluster.local"})
+		c.SetCluster(clusterset.ClusterInfo{ID: id, Network: "n1", TrustDomain: "cluster.local"})
 		views = append(views, ViewFor(resourcev3.EndpointType, resources.View{Network: "n1", Locality: zone}))
 		for s := range services {
 			svc := echo()
@@ -51,7 +52,7 @@ func BenchmarkTranslateFirstPush(b *testing.B) {
 	snap, views := benchClusterset()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := New("cluster.local").Translate(snap, federation.Changes{}, views, func(SetUpdate) {}); err != nil {
+		if err := New("cluster.local").Translate(snap, clusterset.Changes{}, views, func(SetUpdate) {}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -65,12 +66,12 @@ func BenchmarkTranslateLateViews(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		tr := New("cluster.local")
-		if err := tr.Translate(snap, federation.Changes{}, views[len(views)-1:], func(SetUpdate) {}); err != nil {
+		if err := tr.Translate(snap, clusterset.Changes{}, views[len(views)-1:], func(SetUpdate) {}); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 		for i := range len(views) - 1 {
-			if err := tr.Translate(snap, federation.Changes{}, append(views[:i+1:i+1], views[len(views)-1]), func(SetUpdate) {}); err != nil {
+			if err := tr.Translate(snap, clusterset.Changes{}, append(views[:i+1:i+1], views[len(views)-1]), func(SetUpdate) {}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,13 +3,12 @@ package translate
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
-	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/xds/resources"
 )
 
@@ -18,7 +17,7 @@ import (
 type envoyTranslator struct {
 	generated map[string]*generatedNames // service key → what it produced
 	keys      []string                   // generated's keys, sorted; nil when they changed
-	gateways  map[federation.NetworkID][]*federationpb.Gateway
+	gateways  *clusterset.Gateways
 	networks  map[federation.ClusterID]federation.NetworkID
 	// eds keeps the load assignments from one call to the next until
 	// their service changes, so that a view that comes later (most of
@@ -39,8 +38,9 @@ func newEnvoyTranslator() envoyTranslator {
 	return envoyTranslator{generated: map[string]*generatedNames{}, eds: map[string]*assignments{}}
 }
 
-// shapeOf fingerprints what a service's CDS, LDS and RDS are made of.
-func shapeOf(v *federation.ServiceView) string {
+// shapeOf fingerprints what a service's CDS, LDS and RDS are made of:
+// its hostnames and ports, and its import's ClusterSetIPs (vips).
+func shapeOf(v *clusterset.ServiceView, vips []netip.Addr) string {
 	var b strings.Builder
 	for _, h := range resources.Hostnames(v) {
 		b.WriteString(h + ";")
@@ -48,7 +48,7 @@ func shapeOf(v *federation.ServiceView) string {
 	for _, p := range resources.Ports(v) {
 		fmt.Fprintf(&b, "%s/%d/%d;", p.GetName(), p.GetPort(), p.GetProtocol())
 	}
-	for _, ip := range v.ClustersetIPs {
+	for _, ip := range vips {
 		b.WriteString(ip.String() + ";")
 	}
 	return b.String()
@@ -58,15 +58,12 @@ func shapeOf(v *federation.ServiceView) string {
 // every service when the clusters' networks or gateways changed (they
 // decide split horizon).
 func (e *envoyTranslator) translate(in *input, views []View) {
-	clusters := in.snap.Clusters()
-	gateways := resources.GatewaysByNetwork(clusters, federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS)
+	gateways := in.snap.Gateways()
 	networks := map[federation.ClusterID]federation.NetworkID{}
-	for _, c := range clusters {
+	for _, c := range in.snap.Clusters() {
 		networks[c.ID] = c.Network
 	}
-	allEDS := in.all || !maps.EqualFunc(gateways, e.gateways, func(a, b []*federationpb.Gateway) bool {
-		return slices.EqualFunc(a, b, func(x, y *federationpb.Gateway) bool { return proto.Equal(x, y) })
-	}) || !maps.Equal(networks, e.networks)
+	allEDS := in.all || !gateways.Equal(e.gateways) || !maps.Equal(networks, e.networks)
 	e.gateways, e.networks = gateways, networks
 	if allEDS {
 		clear(e.eds)
@@ -94,8 +91,10 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 		v, ok := in.snap.Service(key)
 		old := e.generated[key]
 		var shape string
+		var vips []netip.Addr
 		if ok {
-			shape = shapeOf(v)
+			vips = in.snap.Import(key).ClustersetIPs
+			shape = shapeOf(v, vips)
 		}
 		if ok && old != nil && old.shape == shape {
 			continue // only endpoints changed: CDS, LDS and RDS stand
@@ -106,11 +105,11 @@ func (e *envoyTranslator) translate(in *input, views []View) {
 				shared[resources.ClusterType][c.Name] = c.Value
 				now.clusters = append(now.clusters, c.Name)
 			}
-			for _, l := range resources.EncodeListeners(v) {
+			for _, l := range resources.EncodeListeners(v, vips) {
 				shared[resources.ListenerType][l.Name] = l.Value
 				now.listeners = append(now.listeners, l.Name)
 			}
-			for _, r := range resources.EncodeRoutes(v) {
+			for _, r := range resources.EncodeRoutes(v, vips) {
 				shared[resources.RouteType][r.Name] = r.Value
 			}
 			if old == nil {
@@ -190,7 +189,7 @@ type assignments struct {
 func (e *envoyTranslator) assignments(in *input, keys []string, view resources.View) []*Resource {
 	var out []*Resource
 	for _, key := range keys {
-		var v *federation.ServiceView
+		var v *clusterset.ServiceView
 		a := e.eds[key]
 		if a == nil {
 			var ok bool
@@ -216,7 +215,7 @@ func (e *envoyTranslator) assignments(in *input, keys []string, view resources.V
 	return out
 }
 
-func (e *envoyTranslator) encodeAssignments(in *input, v *federation.ServiceView, view resources.View) []*Resource {
+func (e *envoyTranslator) encodeAssignments(in *input, v *clusterset.ServiceView, view resources.View) []*Resource {
 	var out []*Resource
 	for _, host := range resources.Hostnames(v) {
 		for _, p := range resources.Ports(v) {

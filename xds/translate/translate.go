@@ -9,9 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/xds/resources"
-	"github.com/meshfed/meshfed/xds/workloads"
 )
 
 // Type URLs of Istio ambient's workload API.
@@ -19,9 +18,6 @@ const (
 	AddressType       = "type.googleapis.com/istio.workload.Address"
 	AuthorizationType = "type.googleapis.com/istio.security.Authorization"
 )
-
-// Snapshot is the read-only clusterset the translator reads.
-type Snapshot = workloads.Snapshot
 
 // View is one set of one type that proxies share: EDS per network and
 // locality (split horizon and locality priorities make it differ),
@@ -103,7 +99,7 @@ func (t *Translator) Encodes() int64 { return t.encodes }
 // listeners before routes. The upserts of a new view's address set come in
 // no particular order. A resource that cannot be encoded is left out
 // and reported in the error, which does not stop the rest.
-func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views []View, emit func(SetUpdate)) error {
+func (t *Translator) Translate(snap clusterset.Snapshot, changes clusterset.Changes, views []View, emit func(SetUpdate)) error {
 	all := !t.started
 	t.started = true
 	in := &input{t: t, snap: snap, all: all, services: map[string]struct{}{}, emit: emit}
@@ -172,7 +168,7 @@ func (t *Translator) Translate(snap Snapshot, changes federation.Changes, views 
 // input is one call's snapshot and what changed.
 type input struct {
 	t         *Translator
-	snap      Snapshot
+	snap      clusterset.Snapshot
 	all       bool
 	services  map[string]struct{} // keys of changed services
 	workloads []string            // keys of changed workloads

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/xdstest"
@@ -93,15 +93,15 @@ var (
 	west1 = pod{"echo-west-1", "10.2.0.1", "us-west1", "us-west1-a"}
 )
 
-func eastCluster() federation.ClusterInfo {
-	return federation.ClusterInfo{
+func eastCluster() clusterset.ClusterInfo {
+	return clusterset.ClusterInfo{
 		ID: "east", Network: "network-east", TrustDomain: "cluster.local",
 		Gateways: []*federationpb.Gateway{{Address: "192.0.2.1", Port: 15443, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS, Service: "istio-system/eastwest"}},
 	}
 }
 
-func westCluster(gatewayIP string) federation.ClusterInfo {
-	return federation.ClusterInfo{
+func westCluster(gatewayIP string) clusterset.ClusterInfo {
+	return clusterset.ClusterInfo{
 		ID: "west", Network: "network-west", TrustDomain: "cluster.local",
 		Gateways: []*federationpb.Gateway{
 			{Address: gatewayIP, Port: 15443, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS, Service: "istio-system/eastwest"},
@@ -210,7 +210,7 @@ func TestTranslateSequences(t *testing.T) {
 }
 
 // collect returns what one Translate call emits, in order.
-func collect(tr *Translator, snap Snapshot, changes federation.Changes, views []View) ([]SetUpdate, error) {
+func collect(tr *Translator, snap clusterset.Snapshot, changes clusterset.Changes, views []View) ([]SetUpdate, error) {
 	var out []SetUpdate
 	err := tr.Translate(snap, changes, views, func(u SetUpdate) { out = append(out, u) })
 	return out, err
@@ -219,7 +219,7 @@ func collect(tr *Translator, snap Snapshot, changes federation.Changes, views []
 // result is one step's snapshot and what Translate returned for it.
 type result struct {
 	step    step
-	snap    Snapshot
+	snap    clusterset.Snapshot
 	updates []SetUpdate
 }
 
@@ -230,7 +230,7 @@ func run(t *testing.T, steps []step) []result {
 	snap := c.Publish()
 	var out []result
 	for _, s := range steps {
-		changes := federation.Changes{}
+		changes := clusterset.Changes{}
 		if s.change != nil {
 			s.change(c)
 			snap = c.Publish()
@@ -321,7 +321,7 @@ func TestTranslateIncrementalEqualsFull(t *testing.T) {
 			incremental := sets{}
 			for _, r := range run(t, steps) {
 				incremental.apply(r.updates)
-				fresh, err := collect(New("cluster.local"), r.snap, federation.Changes{}, r.step.views)
+				fresh, err := collect(New("cluster.local"), r.snap, clusterset.Changes{}, r.step.views)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -357,11 +357,11 @@ func TestTranslateSharesEncodings(t *testing.T) {
 	v1 := eastZone("us-east1-c")
 	v2 := eastZone("us-east1-d")
 	tr := New("cluster.local")
-	if _, err := collect(tr, snap, federation.Changes{}, nil); err != nil {
+	if _, err := collect(tr, snap, clusterset.Changes{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := tr.Encodes()
-	updates, err := collect(tr, snap, federation.Changes{}, []View{v1, v2})
+	updates, err := collect(tr, snap, clusterset.Changes{}, []View{v1, v2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,12 +393,12 @@ func TestTranslateSharesEncodingsAcrossCalls(t *testing.T) {
 	v2 := eastZone("us-east1-d")
 	v3 := eastZone("us-east1-e")
 	tr := New("cluster.local")
-	first, err := collect(tr, snap, federation.Changes{}, []View{v1})
+	first, err := collect(tr, snap, clusterset.Changes{}, []View{v1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := tr.Encodes()
-	second, err := collect(tr, snap, federation.Changes{}, []View{v1, v2})
+	second, err := collect(tr, snap, clusterset.Changes{}, []View{v1, v2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,11 +416,11 @@ func TestTranslateSharesEncodingsAcrossCalls(t *testing.T) {
 	if _, err := collect(tr, snap, snap.Changes(), []View{v1, v2}); err != nil {
 		t.Fatal(err)
 	}
-	third, err := collect(tr, snap, federation.Changes{}, []View{v1, v2, v3})
+	third, err := collect(tr, snap, clusterset.Changes{}, []View{v1, v2, v3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := collect(New("cluster.local"), snap, federation.Changes{}, []View{v3})
+	fresh, err := collect(New("cluster.local"), snap, clusterset.Changes{}, []View{v3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestTranslateSharesEncodingsAcrossCalls(t *testing.T) {
 	}
 
 	// Once a view is dropped, what only it used is not kept.
-	if _, err := collect(tr, snap, federation.Changes{}, []View{v1}); err != nil {
+	if _, err := collect(tr, snap, clusterset.Changes{}, []View{v1}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(tr.envoy.eds); n != 0 {
@@ -455,21 +455,21 @@ func TestTranslateAddressesFromTheFirstZtunnel(t *testing.T) {
 	twoClusters(c)
 	snap := c.Publish()
 	tr := New("cluster.local")
-	before, err := collect(tr, snap, federation.Changes{}, []View{eastView})
+	before, err := collect(tr, snap, clusterset.Changes{}, []View{eastView})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(tr.ambient.items); n != 0 {
 		t.Errorf("%d addresses built with no ztunnel connected, want none", n)
 	}
-	after, err := collect(tr, snap, federation.Changes{}, []View{eastView, eastAddress})
+	after, err := collect(tr, snap, clusterset.Changes{}, []View{eastView, eastAddress})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lazy := sets{}
 	lazy.apply(before)
 	lazy.apply(after)
-	fresh, err := collect(New("cluster.local"), snap, federation.Changes{}, []View{eastView, eastAddress})
+	fresh, err := collect(New("cluster.local"), snap, clusterset.Changes{}, []View{eastView, eastAddress})
 	if err != nil {
 		t.Fatal(err)
 	}

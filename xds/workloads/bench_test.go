@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -14,9 +15,9 @@ import (
 // demo/svc-0 … with perCluster ready ambient pods each: 10 × services ×
 // perCluster workloads.
 func benchFleet(services, perCluster int) *fakeSnapshot {
-	f := &fakeSnapshot{services: map[string]*federation.ServiceView{}, workloads: map[string]federation.TaggedWorkload{}}
+	f := &fakeSnapshot{services: map[string]*clusterset.ServiceView{}, workloads: map[string]clusterset.TaggedWorkload{}}
 	for c := range 10 {
-		f.clusters = append(f.clusters, &federation.ClusterInfo{
+		f.clusters = append(f.clusters, &clusterset.ClusterInfo{
 			ID: federation.ClusterID(fmt.Sprintf("c%d", c)), Network: federation.NetworkID(fmt.Sprintf("net-%d", c/5)), TrustDomain: "cluster.local",
 			Gateways: []*federationpb.Gateway{{
 				Address: fmt.Sprintf("192.0.2.%d", c+1), Port: 15008, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE,
@@ -26,9 +27,9 @@ func benchFleet(services, perCluster int) *fakeSnapshot {
 	}
 	for s := range services {
 		name := fmt.Sprintf("svc-%d", s)
-		parts := make([]federation.ClusterService, 0, len(f.clusters))
+		parts := make([]clusterset.ClusterService, 0, len(f.clusters))
 		for c, info := range f.clusters {
-			part := federation.ClusterService{Cluster: info.ID, Network: info.Network, Service: &federationpb.Service{
+			part := clusterset.ClusterService{Cluster: info.ID, Network: info.Network, Service: &federationpb.Service{
 				Namespace: "demo", Name: name, Hostname: name + ".demo.svc.cluster.local",
 				ClusterIps: []string{fmt.Sprintf("10.96.%d.%d", s/250, s%250+1)},
 				Type:       federationpb.ServiceType_SERVICE_TYPE_CLUSTER_IP,
@@ -40,7 +41,7 @@ func benchFleet(services, perCluster int) *fakeSnapshot {
 				n := s*perCluster + i
 				pod := fmt.Sprintf("%s-%d", name, i)
 				ip := fmt.Sprintf("10.%d.%d.%d", c, n/250, n%250+1)
-				f.workloads[federation.WorkloadKey(info.ID, "uid-"+pod)] = federation.TaggedWorkload{Tag: &federation.Tag{Cluster: info.ID, Network: info.Network}, Workload: federation.NewWorkload(info.ID, &federationpb.Workload{
+				f.workloads[clusterset.WorkloadKey(info.ID, "uid-"+pod)] = clusterset.TaggedWorkload{Tag: &clusterset.Tag{Cluster: info.ID, Network: info.Network}, Workload: clusterset.NewWorkload(info.ID, &federationpb.Workload{
 					Uid: "uid-" + pod, Namespace: "demo", Name: pod, Ips: []string{ip}, ServiceAccount: name, Node: fmt.Sprintf("node-%d", n%50),
 					Locality: &federationpb.Locality{Region: "r1", Zone: fmt.Sprintf("z%d", n%3)}, Ready: true, Ambient: true,
 					CanonicalName: name, CanonicalRevision: "v1",
@@ -51,17 +52,17 @@ func benchFleet(services, perCluster int) *fakeSnapshot {
 					Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: pod},
 				})
 			}
-			part.Endpoints = federation.TagEndpoints(federation.NewTags(info.ID, info.Network), federation.NewEndpoints(eps...))
+			part.Endpoints = clusterset.TagEndpoints(clusterset.NewTags(info.ID, info.Network), clusterset.NewEndpoints(eps...))
 			parts = append(parts, part)
 		}
-		f.services["demo/"+name] = federation.MergeService(parts)
+		f.services["demo/"+name] = clusterset.MergeService(parts)
 	}
 	return f
 }
 
 // notReady returns a copy of v in which cluster c's endpoint at address is
 // not ready, as the registry publishes it after that endpoint changed.
-func notReady(v *federation.ServiceView, c federation.ClusterID, address string) *federation.ServiceView {
+func notReady(v *clusterset.ServiceView, c federation.ClusterID, address string) *clusterset.ServiceView {
 	out := *v
 	out.Clusters = slices.Clone(v.Clusters)
 	for i, part := range out.Clusters {
@@ -73,7 +74,7 @@ func notReady(v *federation.ServiceView, c federation.ClusterID, address string)
 			if e.GetAddress() == address {
 				pb := e.Proto()
 				pb.Ready = false
-				part.Endpoints[j] = federation.TagEndpoint(federation.NewTags(c, e.Network), federation.NewEndpoint(pb))
+				part.Endpoints[j] = clusterset.TagEndpoint(clusterset.NewTags(c, e.Network), clusterset.NewEndpoint(pb))
 			}
 		}
 		out.Clusters[i] = part
@@ -115,9 +116,9 @@ func BenchmarkWorkloadAddresses(b *testing.B) {
 	w := s.workloads[wk]
 	pb := w.Proto()
 	pb.Ready = false
-	notReadyW := federation.TaggedWorkload{Tag: w.Tag, Workload: federation.NewWorkload(w.Cluster, pb)}
-	pods := [2]federation.TaggedWorkload{notReadyW, w}
-	views := [2]*federation.ServiceView{notReady(s.services[svcKey], "c5", w.GetIps()[0]), s.services[svcKey]}
+	notReadyW := clusterset.TaggedWorkload{Tag: w.Tag, Workload: clusterset.NewWorkload(w.Cluster, pb)}
+	pods := [2]clusterset.TaggedWorkload{notReadyW, w}
+	views := [2]*clusterset.ServiceView{notReady(s.services[svcKey], "c5", w.GetIps()[0]), s.services[svcKey]}
 	// Every push sends the states s does not hold.
 	podFlips, viewFlips := 0, 0
 	for _, bc := range []struct {

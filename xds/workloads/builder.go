@@ -12,21 +12,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"istio.io/istio/pkg/workloadapi"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
-
-// Snapshot is the part of the registry view the builder reads.
-type Snapshot interface {
-	Services() []*federation.ServiceView
-	Service(key string) (*federation.ServiceView, bool)
-	Clusters() []*federation.ClusterInfo
-	Workload(key string) (federation.TaggedWorkload, bool)
-	Workloads() []federation.TaggedWorkload
-}
-
-// DefaultHBONEPort is where gateways take HBONE when they say nothing else.
-const DefaultHBONEPort = 15008
 
 // Item is one resource and the networks that see it. A nil Message means
 // the name is gone everywhere.
@@ -59,8 +48,8 @@ func (it Item) InScope(network federation.NetworkID) bool {
 type Builder struct {
 	trustDomain string // default for clusters that name none
 
-	clusters map[federation.ClusterID]*federation.ClusterInfo
-	gateways map[federation.NetworkID]*gateway // the one gateway per network ztunnels use
+	clusters map[federation.ClusterID]*clusterset.ClusterInfo
+	gateways *clusterset.Gateways
 
 	pods     map[string]string          // cluster/ns/pod → workload key
 	waiting  map[string]map[string]bool // cluster/ns/pod without a workload yet → services referencing it
@@ -118,13 +107,6 @@ func sameSlice[T any](a, b []T) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-type gateway struct {
-	cluster federation.ClusterID
-	network federation.NetworkID
-	gw      *federationpb.Gateway
-	hbone   uint32
-}
-
 // NewBuilder returns an empty builder.
 func NewBuilder(trustDomain string) *Builder {
 	return &Builder{
@@ -146,9 +128,9 @@ func GatewayUID(network federation.NetworkID, address string, port uint32) strin
 // Push returns the items that changed with a snapshot: the services and
 // workloads it names, and everything when all is set or when the
 // clusters' networks or gateways changed.
-func (b *Builder) Push(s Snapshot, services, workloads []string, all bool) []Item {
+func (b *Builder) Push(s clusterset.Snapshot, services, workloads []string, all bool) []Item {
 	var items []Item
-	if b.setClusters(s.Clusters()) {
+	if b.setClusters(s.Clusters(), s.Gateways()) {
 		all = true
 	}
 	if all {
@@ -164,7 +146,7 @@ func (b *Builder) Push(s Snapshot, services, workloads []string, all bool) []Ite
 			workloads = append(workloads, k)
 		}
 		for _, w := range s.Workloads() {
-			workloads = append(workloads, federation.WorkloadKey(w.Cluster, w.GetUid()))
+			workloads = append(workloads, clusterset.WorkloadKey(w.Cluster, w.GetUid()))
 		}
 		items = append(items, b.gatewayItems()...)
 	}
@@ -178,7 +160,7 @@ func (b *Builder) Push(s Snapshot, services, workloads []string, all bool) []Ite
 		touched[k] = true
 		// A pod's readiness changes the capacity of its services behind its
 		// network's gateway (a deleted pod's network is unknown: recount).
-		if w, ok := s.Workload(k); !ok || b.gateways[w.Network] != nil {
+		if w, ok := s.Workload(k); !ok || b.behindTunnel(w.Network) {
 			for _, sp := range b.wlSvcs[k] {
 				splitServices[sp.service] = true
 			}
@@ -201,58 +183,24 @@ func (b *Builder) Push(s Snapshot, services, workloads []string, all bool) []Ite
 
 // setClusters records cluster facts and reports whether networks or
 // gateways changed (which changes every workload).
-func (b *Builder) setClusters(clusters []*federation.ClusterInfo) bool {
-	next := make(map[federation.ClusterID]*federation.ClusterInfo, len(clusters))
-	gws := map[federation.NetworkID]*gateway{}
+func (b *Builder) setClusters(clusters []*clusterset.ClusterInfo, gateways *clusterset.Gateways) bool {
+	next := make(map[federation.ClusterID]*clusterset.ClusterInfo, len(clusters))
 	for _, c := range clusters {
 		next[c.ID] = c
-		for _, g := range c.Gateways {
-			network := c.Network
-			if g.GetNetwork() != "" {
-				network = federation.NetworkID(g.GetNetwork())
-			}
-			if _, err := netip.ParseAddr(g.GetAddress()); err != nil {
-				continue // ztunnel needs an IP to reach a gateway by network address
-			}
-			gw := &gateway{cluster: c.ID, network: network, gw: g, hbone: DefaultHBONEPort}
-			if g.GetProtocol() == federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE {
-				gw.hbone = g.GetPort()
-			}
-			// One gateway per network, chosen deterministically: HBONE first,
-			// then by cluster and address.
-			if old := gws[network]; old == nil || gatewayLess(gw, old) {
-				gws[network] = gw
-			}
-		}
 	}
-	changed := !maps2Equal(b.gateways, gws) || !sameNetworks(b.clusters, next)
-	b.clusters, b.gateways = next, gws
+	changed := !gateways.Equal(b.gateways) || !sameNetworks(b.clusters, next)
+	b.clusters, b.gateways = next, gateways
 	return changed
 }
 
-func gatewayLess(a, b *gateway) bool {
-	ah := a.gw.GetProtocol() == federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE
-	bh := b.gw.GetProtocol() == federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE
-	if ah != bh {
-		return ah
-	}
-	return cmp.Or(cmp.Compare(a.cluster, b.cluster), cmp.Compare(a.gw.GetAddress(), b.gw.GetAddress()), cmp.Compare(a.gw.GetPort(), b.gw.GetPort())) < 0
+// behindTunnel reports whether the workloads of network n are reached
+// through a gateway from the others.
+func (b *Builder) behindTunnel(n federation.NetworkID) bool {
+	_, ok := b.gateways.Tunnel(n)
+	return ok
 }
 
-func maps2Equal(a, b map[federation.NetworkID]*gateway) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, x := range a {
-		y, ok := b[k]
-		if !ok || x.cluster != y.cluster || x.hbone != y.hbone || !proto.Equal(x.gw, y.gw) {
-			return false
-		}
-	}
-	return true
-}
-
-func sameNetworks(a, b map[federation.ClusterID]*federation.ClusterInfo) bool {
+func sameNetworks(a, b map[federation.ClusterID]*clusterset.ClusterInfo) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -275,32 +223,22 @@ func (b *Builder) trustDomainOf(c federation.ClusterID) string {
 func (b *Builder) gatewayItems() []Item {
 	var items []Item
 	now := map[string]bool{}
-	for _, c := range sortedClusters(b.clusters) {
-		for _, g := range c.Gateways {
-			network := c.Network
-			if g.GetNetwork() != "" {
-				network = federation.NetworkID(g.GetNetwork())
-			}
-			ip, err := netip.ParseAddr(g.GetAddress())
-			if err != nil {
-				continue
-			}
-			hbone := uint32(DefaultHBONEPort)
-			if g.GetProtocol() == federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE {
-				hbone = g.GetPort()
-			}
-			uid := GatewayUID(network, g.GetAddress(), hbone)
-			if now[uid] {
-				continue
-			}
-			now[uid] = true
-			ns, name, _ := strings.Cut(g.GetService(), "/")
-			items = append(items, Item{Name: uid, Message: &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: &workloadapi.Workload{
-				Uid: uid, Name: uid, Namespace: ns, Addresses: [][]byte{ip.AsSlice()}, Network: string(network),
-				TrustDomain: b.trustDomainOf(c.ID), ServiceAccount: name, ClusterId: string(c.ID),
-				TunnelProtocol: workloadapi.TunnelProtocol_HBONE, WorkloadType: workloadapi.WorkloadType_POD,
-			}}}})
+	for _, g := range b.gateways.All() {
+		ip, err := netip.ParseAddr(g.GetAddress())
+		if err != nil {
+			continue
 		}
+		uid := GatewayUID(g.Network, g.GetAddress(), g.HBONEPort())
+		if now[uid] {
+			continue
+		}
+		now[uid] = true
+		ns, name, _ := strings.Cut(g.GetService(), "/")
+		items = append(items, Item{Name: uid, Message: &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: &workloadapi.Workload{
+			Uid: uid, Name: uid, Namespace: ns, Addresses: [][]byte{ip.AsSlice()}, Network: string(g.Network),
+			TrustDomain: b.trustDomainOf(g.Cluster), ServiceAccount: name, ClusterId: string(g.Cluster),
+			TunnelProtocol: workloadapi.TunnelProtocol_HBONE, WorkloadType: workloadapi.WorkloadType_POD,
+		}}}})
 	}
 	for _, uid := range slices.Sorted(maps.Keys(b.gwNames)) {
 		if !now[uid] {
@@ -313,7 +251,7 @@ func (b *Builder) gatewayItems() []Item {
 
 // indexWorkload keeps the pod-name index of one workload up to date and
 // returns the services that referenced the pod before its workload came.
-func (b *Builder) indexWorkload(s Snapshot, key string) []string {
+func (b *Builder) indexWorkload(s clusterset.Snapshot, key string) []string {
 	if old, ok := b.podOf[key]; ok {
 		delete(b.pods, old)
 		delete(b.podOf, key)
@@ -332,7 +270,7 @@ func (b *Builder) indexWorkload(s Snapshot, key string) []string {
 
 // reindexService records which workloads a service's endpoints reference
 // and on which ports, and returns the workloads whose services changed.
-func (b *Builder) reindexService(key string, v *federation.ServiceView) map[string]bool {
+func (b *Builder) reindexService(key string, v *clusterset.ServiceView) map[string]bool {
 	oldRefs := b.svcRefs[key]
 	oldPorts := make(map[string][]port, len(oldRefs))
 	for wk := range oldRefs {
@@ -412,7 +350,7 @@ func (b *Builder) reindexService(key string, v *federation.ServiceView) map[stri
 }
 
 // portsOf maps a service's ports to an endpoint's, by port name.
-func portsOf(v *federation.ServiceView, e *federation.Endpoint) []port {
+func portsOf(v *clusterset.ServiceView, e *clusterset.Endpoint) []port {
 	var out []port
 	for _, sp := range v.Ports {
 		for _, ep := range e.GetPorts() {
@@ -424,7 +362,7 @@ func portsOf(v *federation.ServiceView, e *federation.Endpoint) []port {
 	return out
 }
 
-func (b *Builder) serviceItems(key string, v *federation.ServiceView, s Snapshot) []Item {
+func (b *Builder) serviceItems(key string, v *clusterset.ServiceView, s clusterset.Snapshot) []Item {
 	var items []Item
 	now := []string{}
 	if v != nil {
@@ -459,22 +397,22 @@ func (b *Builder) networks() []federation.NetworkID {
 	return out
 }
 
-func hostnames(v *federation.ServiceView) []string {
+func hostnames(v *clusterset.ServiceView) []string {
 	if v.ClustersetHostname != "" && v.ClustersetHostname != v.Hostname {
 		return []string{v.Hostname, v.ClustersetHostname}
 	}
 	return []string{v.Hostname}
 }
 
-func (b *Builder) service(v *federation.ServiceView, host string, s Snapshot) *workloadapi.Address {
+func (b *Builder) service(v *clusterset.ServiceView, host string, s clusterset.Snapshot) *workloadapi.Address {
 	svc := &workloadapi.Service{Name: v.Name, Namespace: v.Namespace, Hostname: host}
 	seen := map[string]bool{}
-	if host == v.ClustersetHostname && len(v.ClustersetIPs) > 0 {
+	if vips := s.Import(v.Key).ClustersetIPs; host == v.ClustersetHostname && len(vips) > 0 {
 		// An MCS import's VIPs are its ClusterSetIPs, the same in every
 		// cluster: a ztunnel looks a VIP up on its own network, so they
 		// are listed on each network of the clusterset.
 		for _, n := range b.networks() {
-			for _, a := range v.ClustersetIPs {
+			for _, a := range vips {
 				if a.IsValid() {
 					svc.Addresses = append(svc.Addresses, &workloadapi.NetworkAddress{Network: string(n), Address: a.AsSlice()})
 				}
@@ -517,7 +455,7 @@ func (b *Builder) service(v *federation.ServiceView, host string, s Snapshot) *w
 }
 
 // workloadItem is one workload, seen by its own network only.
-func (b *Builder) workloadItem(s Snapshot, key string) Item {
+func (b *Builder) workloadItem(s clusterset.Snapshot, key string) Item {
 	w, ok := s.Workload(key)
 	if !ok {
 		return Item{Name: key}
@@ -543,7 +481,7 @@ func (b *Builder) workloadItem(s Snapshot, key string) Item {
 	if l := w.GetLocality(); l != nil {
 		out.Locality = &workloadapi.Locality{Region: l.GetRegion(), Zone: l.GetZone(), Subzone: l.GetSubzone()}
 	}
-	if gw := b.gateways[network]; gw != nil {
+	if gw, ok := b.gateways.Tunnel(network); ok {
 		out.NetworkGateway = gatewayAddress(gw)
 	}
 	if svcs := b.wlSvcs[key]; len(svcs) > 0 {
@@ -565,24 +503,25 @@ func (b *Builder) workloadItem(s Snapshot, key string) Item {
 	return Item{Name: key, Message: &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: out}}, Only: &network}
 }
 
-func gatewayAddress(gw *gateway) *workloadapi.GatewayAddress {
-	ip, _ := netip.ParseAddr(gw.gw.GetAddress())
+func gatewayAddress(gw clusterset.Gateway) *workloadapi.GatewayAddress {
+	ip, _ := netip.ParseAddr(gw.GetAddress())
 	return &workloadapi.GatewayAddress{
-		Destination:   &workloadapi.GatewayAddress_Address{Address: &workloadapi.NetworkAddress{Network: string(gw.network), Address: ip.AsSlice()}},
-		HboneMtlsPort: gw.hbone,
+		Destination:   &workloadapi.GatewayAddress_Address{Address: &workloadapi.NetworkAddress{Network: string(gw.Network), Address: ip.AsSlice()}},
+		HboneMtlsPort: gw.HBONEPort(),
 	}
 }
 
 // splitItems rebuilds the split-horizon workloads of some services: for
 // each network with a gateway where a service has workloads, one
 // address-less workload that every other network reaches through the
-// gateway, whose capacity is the number of ready workloads behind it.
-func (b *Builder) splitItems(s Snapshot, services map[string]bool) []Item {
+// gateway, whose capacity is the number of workloads behind it that count
+// (clusterset.CountsBehindGateway).
+func (b *Builder) splitItems(s clusterset.Snapshot, services map[string]bool) []Item {
 	var items []Item
 	for _, svcKey := range slices.Sorted(maps.Keys(services)) {
 		capacity := map[federation.NetworkID]uint32{}
 		for wk := range b.svcRefs[svcKey] {
-			if w, ok := s.Workload(wk); ok && w.GetReady() && b.gateways[w.Network] != nil {
+			if w, ok := s.Workload(wk); ok && clusterset.CountsBehindGateway(w.Workload) && b.behindTunnel(w.Network) {
 				capacity[w.Network]++
 			}
 		}
@@ -610,19 +549,19 @@ func (b *Builder) splitItems(s Snapshot, services map[string]bool) []Item {
 	return items
 }
 
-func (b *Builder) splitItem(v *federation.ServiceView, host string, network federation.NetworkID, capacity uint32) Item {
-	gw := b.gateways[network]
-	gwNs, gwName, _ := strings.Cut(gw.gw.GetService(), "/")
+func (b *Builder) splitItem(v *clusterset.ServiceView, host string, network federation.NetworkID, capacity uint32) Item {
+	gw, _ := b.gateways.Tunnel(network)
+	gwNs, gwName, _ := strings.Cut(gw.GetService(), "/")
 	ports := &workloadapi.PortList{}
 	for _, p := range v.Ports {
 		if p.GetProtocol() == federationpb.Protocol_PROTOCOL_TCP {
 			ports.Ports = append(ports.Ports, &workloadapi.Port{ServicePort: p.GetPort(), TargetPort: p.GetTargetPort()})
 		}
 	}
-	uid := fmt.Sprintf("%s/SplitHorizonWorkload/%s/%s/%s/%s/%s", network, gwNs, gwName, gw.gw.GetAddress(), v.Namespace, host)
+	uid := fmt.Sprintf("%s/SplitHorizonWorkload/%s/%s/%s/%s/%s", network, gwNs, gwName, gw.GetAddress(), v.Namespace, host)
 	return Item{Name: uid, Except: &network, Message: &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: &workloadapi.Workload{
 		Uid: uid, Name: uid, Namespace: v.Namespace, Network: string(network),
-		TrustDomain: b.trustDomainOf(gw.cluster), ClusterId: string(gw.cluster),
+		TrustDomain: b.trustDomainOf(gw.Cluster), ClusterId: string(gw.Cluster),
 		TunnelProtocol: workloadapi.TunnelProtocol_HBONE, WorkloadType: workloadapi.WorkloadType_POD,
 		NetworkGateway: gatewayAddress(gw), Capacity: wrapperspb.UInt32(capacity),
 		Services: map[string]*workloadapi.PortList{ServiceName(v.Namespace, host): ports},
@@ -633,13 +572,4 @@ func dedupe(keys []string) []string {
 	out := slices.Clone(keys)
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func sortedClusters(m map[federation.ClusterID]*federation.ClusterInfo) []*federation.ClusterInfo {
-	out := make([]*federation.ClusterInfo, 0, len(m))
-	for _, c := range m {
-		out = append(out, c)
-	}
-	slices.SortFunc(out, func(a, b *federation.ClusterInfo) int { return cmp.Compare(a.ID, b.ID) })
-	return out
 }

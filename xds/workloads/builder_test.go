@@ -14,40 +14,63 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"istio.io/istio/pkg/workloadapi"
 
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-// fakeSnapshot is a clusterset built with federation's own merge.
+// fakeSnapshot is a clusterset built with clusterset's own merge, edited
+// in place by the tests between pushes (the builder reads what Push is
+// told changed).
 type fakeSnapshot struct {
-	clusters  []*federation.ClusterInfo
-	services  map[string]*federation.ServiceView
-	workloads map[string]federation.TaggedWorkload
+	clusters  []*clusterset.ClusterInfo
+	services  map[string]*clusterset.ServiceView
+	imports   map[string]clusterset.Import
+	workloads map[string]clusterset.TaggedWorkload
 }
 
-func (f *fakeSnapshot) Services() []*federation.ServiceView {
-	out := make([]*federation.ServiceView, 0, len(f.services))
+var _ clusterset.Snapshot = (*fakeSnapshot)(nil)
+
+func (f *fakeSnapshot) Revision() uint64                    { return 1 }
+func (f *fakeSnapshot) Changes() clusterset.Changes         { return clusterset.Changes{} }
+func (f *fakeSnapshot) Done() <-chan struct{}               { return nil }
+func (f *fakeSnapshot) Next() clusterset.Snapshot           { return nil }
+func (f *fakeSnapshot) ServiceCount() int                   { return len(f.services) }
+func (f *fakeSnapshot) WorkloadCount() int                  { return len(f.workloads) }
+func (f *fakeSnapshot) Import(key string) clusterset.Import { return f.imports[key] }
+func (f *fakeSnapshot) Gateways() *clusterset.Gateways      { return clusterset.NewGateways(f.clusters) }
+
+func (f *fakeSnapshot) Cluster(id federation.ClusterID) (*clusterset.ClusterInfo, bool) {
+	i := slices.IndexFunc(f.clusters, func(c *clusterset.ClusterInfo) bool { return c.ID == id })
+	if i < 0 {
+		return nil, false
+	}
+	return f.clusters[i], true
+}
+
+func (f *fakeSnapshot) Services() []*clusterset.ServiceView {
+	out := make([]*clusterset.ServiceView, 0, len(f.services))
 	for _, v := range f.services {
 		out = append(out, v)
 	}
-	slices.SortFunc(out, func(a, b *federation.ServiceView) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b *clusterset.ServiceView) int { return cmp.Compare(a.Key, b.Key) })
 	return out
 }
 
-func (f *fakeSnapshot) Service(key string) (*federation.ServiceView, bool) {
+func (f *fakeSnapshot) Service(key string) (*clusterset.ServiceView, bool) {
 	v, ok := f.services[key]
 	return v, ok
 }
-func (f *fakeSnapshot) Clusters() []*federation.ClusterInfo { return f.clusters }
-func (f *fakeSnapshot) Workload(key string) (federation.TaggedWorkload, bool) {
+func (f *fakeSnapshot) Clusters() []*clusterset.ClusterInfo { return f.clusters }
+func (f *fakeSnapshot) Workload(key string) (clusterset.TaggedWorkload, bool) {
 	w, ok := f.workloads[key]
 	return w, ok
 }
 
-func (f *fakeSnapshot) Workloads() []federation.TaggedWorkload {
-	out := make([]federation.TaggedWorkload, 0, len(f.workloads))
+func (f *fakeSnapshot) Workloads() []clusterset.TaggedWorkload {
+	out := make([]clusterset.TaggedWorkload, 0, len(f.workloads))
 	for _, w := range f.workloads {
 		out = append(out, w)
 	}
@@ -66,19 +89,19 @@ type pod struct {
 // with an HBONE gateway), echo exported from both.
 func fleet(pods ...pod) *fakeSnapshot {
 	f := &fakeSnapshot{
-		clusters: []*federation.ClusterInfo{
+		clusters: []*clusterset.ClusterInfo{
 			{ID: "east", Network: "net-a", TrustDomain: "cluster.local"},
 			{ID: "west", Network: "net-b", TrustDomain: "cluster.local", Gateways: []*federationpb.Gateway{{
 				Address: "192.0.2.10", Port: 15008, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_HBONE,
 				Service: "istio-system/istio-eastwestgateway",
 			}}},
 		},
-		services:  map[string]*federation.ServiceView{},
-		workloads: map[string]federation.TaggedWorkload{},
+		services:  map[string]*clusterset.ServiceView{},
+		workloads: map[string]clusterset.TaggedWorkload{},
 	}
-	parts := map[federation.ClusterID]*federation.ClusterService{}
+	parts := map[federation.ClusterID]*clusterset.ClusterService{}
 	for _, c := range f.clusters {
-		parts[c.ID] = &federation.ClusterService{Cluster: c.ID, Network: c.Network, Service: &federationpb.Service{
+		parts[c.ID] = &clusterset.ClusterService{Cluster: c.ID, Network: c.Network, Service: &federationpb.Service{
 			Namespace: "demo", Name: "echo", Hostname: "echo.demo.svc.cluster.local",
 			ClusterIps: []string{map[federation.ClusterID]string{"east": "10.96.0.1", "west": "10.97.0.1"}[c.ID]},
 			Type:       federationpb.ServiceType_SERVICE_TYPE_CLUSTER_IP,
@@ -87,18 +110,18 @@ func fleet(pods ...pod) *fakeSnapshot {
 		}}
 	}
 	for _, p := range pods {
-		f.workloads[federation.WorkloadKey(p.cluster, "uid-"+p.name)] = federation.TaggedWorkload{Tag: &federation.Tag{Cluster: p.cluster, Network: p.network}, Workload: federation.NewWorkload(p.cluster, &federationpb.Workload{
+		f.workloads[clusterset.WorkloadKey(p.cluster, "uid-"+p.name)] = clusterset.TaggedWorkload{Tag: &clusterset.Tag{Cluster: p.cluster, Network: p.network}, Workload: clusterset.NewWorkload(p.cluster, &federationpb.Workload{
 			Uid: "uid-" + p.name, Namespace: "demo", Name: p.name, Ips: []string{p.ip}, ServiceAccount: "echo", Node: "node-1",
 			Locality: &federationpb.Locality{Region: "r-" + string(p.cluster), Zone: "z1"}, Ready: p.ready, Ambient: true,
 			CanonicalName: "echo", CanonicalRevision: "v1",
 		})}
-		parts[p.cluster].Endpoints = append(parts[p.cluster].Endpoints, federation.TagEndpoint(federation.NewTags(p.cluster, p.network), federation.NewEndpoint(&federationpb.Endpoint{
+		parts[p.cluster].Endpoints = append(parts[p.cluster].Endpoints, clusterset.TagEndpoint(clusterset.NewTags(p.cluster, p.network), clusterset.NewEndpoint(&federationpb.Endpoint{
 			Namespace: "demo", Service: "echo", Address: p.ip, Ready: p.ready,
 			Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 9090}},
 			Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: p.name},
 		})))
 	}
-	f.services["demo/echo"] = federation.MergeService([]federation.ClusterService{*parts["east"], *parts["west"]})
+	f.services["demo/echo"] = clusterset.MergeService([]clusterset.ClusterService{*parts["east"], *parts["west"]})
 	return f
 }
 
@@ -205,7 +228,7 @@ func TestIncremental(t *testing.T) {
 
 	// One pod changes: that workload alone (and the few derived resources).
 	w := s.workloads["east/uid-echo-a"]
-	w.Workload = federation.NewWorkload(w.Cluster, &federationpb.Workload{Uid: w.GetUid(), Namespace: "demo", Name: w.GetName(), Ips: w.GetIps(), Ready: false})
+	w.Workload = clusterset.NewWorkload(w.Cluster, &federationpb.Workload{Uid: w.GetUid(), Namespace: "demo", Name: w.GetName(), Ips: w.GetIps(), Ready: false})
 	s.workloads["east/uid-echo-a"] = w
 	items := b.Push(s, nil, []string{"east/uid-echo-a"}, false)
 	var names []string
@@ -219,7 +242,7 @@ func TestIncremental(t *testing.T) {
 	}
 	// A remote pod's readiness changes the capacity behind its gateway.
 	w = s.workloads["west/uid-echo-c"]
-	w.Workload = federation.NewWorkload(w.Cluster, &federationpb.Workload{Uid: w.GetUid(), Namespace: "demo", Name: w.GetName(), Ips: w.GetIps(), Ready: false})
+	w.Workload = clusterset.NewWorkload(w.Cluster, &federationpb.Workload{Uid: w.GetUid(), Namespace: "demo", Name: w.GetName(), Ips: w.GetIps(), Ready: false})
 	s.workloads["west/uid-echo-c"] = w
 	items = b.Push(s, nil, []string{"west/uid-echo-c"}, false)
 	var capacity uint32
@@ -277,7 +300,7 @@ func TestEndpointsBeforeWorkload(t *testing.T) {
 // cluster-local hostname keeps each cluster's cluster IPs.
 func TestClustersetIPs(t *testing.T) {
 	f := fleet(defaultPods...)
-	f.services["demo/echo"].ClustersetIPs = []netip.Addr{netip.MustParseAddr("240.242.0.5"), netip.MustParseAddr("fd6d:6673:6574::5")}
+	f.imports = map[string]clusterset.Import{"demo/echo": {ClustersetIPs: []netip.Addr{netip.MustParseAddr("240.242.0.5"), netip.MustParseAddr("fd6d:6673:6574::5")}}}
 	items := NewBuilder("cluster.local").Push(f, nil, nil, true)
 	addrs := func(name string) []string {
 		for _, it := range items {

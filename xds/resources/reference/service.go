@@ -2,6 +2,7 @@ package reference
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -14,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/xds/resources"
 )
 
@@ -32,7 +33,7 @@ const routerFilterName = "envoy.filters.http.router"
 // Clusters returns as messages the CDS clusters resources.EncodeClusters
 // encodes: one per (hostname, port) of s, in the order of
 // resources.Hostnames and resources.Ports, an EDS cluster fed over ADS.
-func Clusters(s *federation.ServiceView) []*clusterv3.Cluster {
+func Clusters(s *clusterset.ServiceView) []*clusterv3.Cluster {
 	var out []*clusterv3.Cluster
 	for _, h := range resources.Hostnames(s) {
 		for _, p := range resources.Ports(s) {
@@ -57,14 +58,14 @@ func Clusters(s *federation.ServiceView) []*clusterv3.Cluster {
 // HTTP connection manager that fetches its routes over ADS (RDS) from the
 // route configuration of the same (hostname, port), then one per
 // ClusterSetIP and port, routed as the clusterset hostname.
-func Listeners(s *federation.ServiceView) []*listenerv3.Listener {
+func Listeners(s *clusterset.ServiceView, vips []netip.Addr) []*listenerv3.Listener {
 	var out []*listenerv3.Listener
 	for _, h := range resources.Hostnames(s) {
 		for _, p := range resources.Ports(s) {
 			out = append(out, listener(resources.ListenerName(h, p.GetPort()), resources.ClusterName(p.GetPort(), h)))
 		}
 	}
-	for _, ip := range s.ClustersetIPs {
+	for _, ip := range vips {
 		if !ip.IsValid() {
 			continue // the family has none (its CIDR is exhausted)
 		}
@@ -100,7 +101,7 @@ func listener(name, route string) *listenerv3.Listener {
 // the cluster, with one virtual host matching "<host>:<port>" (the
 // authority a gRPC client sends) and "<host>" (and, for the clusterset
 // hostname, its ClusterSetIPs), routing everything to the cluster.
-func Routes(s *federation.ServiceView) []*routev3.RouteConfiguration {
+func Routes(s *clusterset.ServiceView, vips []netip.Addr) []*routev3.RouteConfiguration {
 	var out []*routev3.RouteConfiguration
 	for _, h := range resources.Hostnames(s) {
 		for _, p := range resources.Ports(s) {
@@ -109,7 +110,7 @@ func Routes(s *federation.ServiceView) []*routev3.RouteConfiguration {
 			if h == s.ClustersetHostname {
 				// A client that dialled a ClusterSetIP sends it as its
 				// authority.
-				for _, ip := range s.ClustersetIPs {
+				for _, ip := range vips {
 					if ip.IsValid() {
 						domains = append(domains, resources.VIPListenerName(ip, p.GetPort()))
 					}

@@ -1,4 +1,4 @@
-package federation
+package clusterset
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -108,7 +109,7 @@ func TestWorkloadTag(t *testing.T) {
 	if tw := wp.Tagged(); *tw.Tag != (Tag{Cluster: "east", Network: "n1"}) || tw.Workload != wp {
 		t.Errorf("tag %+v", *tw.Tag)
 	}
-	if tw := wo.Tagged(); *tw.Tag != (Tag{Cluster: "east", Network: NetworkID(own.GetNetwork())}) {
+	if tw := wo.Tagged(); *tw.Tag != (Tag{Cluster: "east", Network: federation.NetworkID(own.GetNetwork())}) {
 		t.Errorf("a workload of a network of its own is tagged %+v", *tw.Tag)
 	}
 	if in.Retag(next, wo) != wo {

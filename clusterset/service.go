@@ -1,25 +1,22 @@
-package federation
+package clusterset
 
 import (
 	"cmp"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
-
-// ClustersetDomain is the DNS domain of MCS-exported services.
-const ClustersetDomain = "clusterset.local"
 
 // Tag is where an object lives: its cluster and network. The objects of
 // one cluster and network share one (see Tags), held by their groups: a
 // tagged endpoint or workload is one pointer, not two strings and a
 // pointer.
 type Tag struct {
-	Cluster ClusterID
-	Network NetworkID
+	Cluster federation.ClusterID
+	Network federation.NetworkID
 }
 
 func (t *Tag) equal(o *Tag) bool {
@@ -34,27 +31,27 @@ func (t *Tag) equal(o *Tag) bool {
 // use; the tags it hands out are immutable.
 type Tags struct {
 	cluster   Tag
-	overrides map[NetworkID]*Tag
+	overrides map[federation.NetworkID]*Tag
 }
 
 // NewTags returns the tags of a cluster on network.
-func NewTags(cluster ClusterID, network NetworkID) *Tags {
+func NewTags(cluster federation.ClusterID, network federation.NetworkID) *Tags {
 	return &Tags{cluster: Tag{Cluster: cluster, Network: network}}
 }
 
 // Of returns the tag of an object whose own network is override ("": the
 // cluster's).
 func (t *Tags) Of(override string) *Tag {
-	if override == "" || NetworkID(override) == t.cluster.Network {
+	if override == "" || federation.NetworkID(override) == t.cluster.Network {
 		return &t.cluster
 	}
-	if tag, ok := t.overrides[NetworkID(override)]; ok {
+	if tag, ok := t.overrides[federation.NetworkID(override)]; ok {
 		return tag
 	}
 	if t.overrides == nil {
-		t.overrides = map[NetworkID]*Tag{}
+		t.overrides = map[federation.NetworkID]*Tag{}
 	}
-	tag := &Tag{Cluster: t.cluster.Cluster, Network: NetworkID(override)}
+	tag := &Tag{Cluster: t.cluster.Cluster, Network: federation.NetworkID(override)}
 	t.overrides[tag.Network] = tag
 	return tag
 }
@@ -75,12 +72,12 @@ type TaggedWorkload struct {
 
 // WorkloadKey is a workload's key in the clusterset: "cluster/uid", since
 // uids are unique only within a cluster.
-func WorkloadKey(cluster ClusterID, uid string) string { return string(cluster) + "/" + uid }
+func WorkloadKey(cluster federation.ClusterID, uid string) string { return string(cluster) + "/" + uid }
 
 // ClusterService is one cluster's export of a service.
 type ClusterService struct {
-	Cluster   ClusterID
-	Network   NetworkID // the cluster's default network
+	Cluster   federation.ClusterID
+	Network   federation.NetworkID // the cluster's default network
 	Service   *federationpb.Service
 	Endpoints []TaggedEndpoint // sorted by address
 	// Stale is true when the cluster's lease is stale: its endpoints are
@@ -107,12 +104,13 @@ const (
 // value is the import's; every export of the service reports the conflict.
 type Conflict struct {
 	Reason   string
-	Clusters []ClusterID
+	Clusters []federation.ClusterID
 	Message  string
 }
 
 // ServiceView is a service of the clusterset: the merge of every cluster's
-// export of namespace/name. It is immutable.
+// export of namespace/name. It is immutable. What the hub decides about
+// it across clusters, when it is an MCS import, is its Import.
 type ServiceView struct {
 	Key       string // namespace/name
 	Namespace string
@@ -133,18 +131,9 @@ type ServiceView struct {
 	// exported labels and annotations.
 	Oldest *federationpb.Service
 	// OldestCluster is the cluster of Oldest.
-	OldestCluster ClusterID
+	OldestCluster federation.ClusterID
 	// Clusters is sorted by cluster ID.
 	Clusters []ClusterService
-
-	// The hub's decisions on an import (zero for other services):
-	// ClustersetIPs are its ClusterSetIPs, one per family of
-	// ImportFamilies, in that order (none for a headless import);
-	// IPError says why one is missing; Ready lists the exporting clusters
-	// whose export every member cluster holds, sorted.
-	ClustersetIPs []netip.Addr
-	IPError       string
-	Ready         []ClusterID
 }
 
 // IsImport reports whether the service is an MCS import.
@@ -210,7 +199,7 @@ func MergeService(parts []ClusterService) *ServiceView {
 	first := parts[order[0]]
 	oldest := first.Service
 	v := &ServiceView{
-		Key:           KeyOfService(oldest),
+		Key:           federation.KeyOfService(oldest),
 		Namespace:     oldest.GetNamespace(),
 		Name:          oldest.GetName(),
 		Hostname:      oldest.GetHostname(),
@@ -221,12 +210,12 @@ func MergeService(parts []ClusterService) *ServiceView {
 	}
 	byName := map[string]*federationpb.ServicePort{}
 	byNumber := map[string]*federationpb.ServicePort{}
-	differ := make([][]ClusterID, len(properties))
-	var portConflict []ClusterID
+	differ := make([][]federation.ClusterID, len(properties))
+	var portConflict []federation.ClusterID
 	for _, i := range order {
 		p := parts[i]
 		if p.Service.GetExport().GetSource() == federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT {
-			v.ClustersetHostname = v.Name + "." + v.Namespace + ".svc." + ClustersetDomain
+			v.ClustersetHostname = v.Name + "." + v.Namespace + ".svc." + federation.ClustersetDomain
 		}
 		for j, prop := range properties {
 			if !prop.same(oldest, p.Service) {
@@ -432,7 +421,7 @@ func orNone(s string) string {
 	return s
 }
 
-func joinClusters(ids []ClusterID) string {
+func joinClusters(ids []federation.ClusterID) string {
 	s := make([]string, len(ids))
 	for i, id := range ids {
 		s[i] = string(id)

@@ -1,4 +1,4 @@
-package federation
+package clusterset
 
 import (
 	"slices"
@@ -9,16 +9,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
-func export(cluster ClusterID, age time.Duration, edit func(*federationpb.Service)) ClusterService {
+func export(cluster federation.ClusterID, age time.Duration, edit func(*federationpb.Service)) ClusterService {
 	s := validService()
 	s.Export.Time = timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(-age))
 	if edit != nil {
 		edit(s)
 	}
-	return ClusterService{Cluster: cluster, Network: NetworkID("net-" + cluster), Service: s}
+	return ClusterService{Cluster: cluster, Network: federation.NetworkID("net-" + cluster), Service: s}
 }
 
 func TestMergeService(t *testing.T) {
@@ -39,7 +40,7 @@ func TestMergeService(t *testing.T) {
 		if v.Type != federationpb.ServiceType_SERVICE_TYPE_CLUSTER_IP {
 			t.Errorf("type %v, want west's (older) cluster IP", v.Type)
 		}
-		want := []Conflict{{Reason: ReasonTypeConflict, Clusters: []ClusterID{"east"}, Message: v.Conflicts[0].Message}}
+		want := []Conflict{{Reason: ReasonTypeConflict, Clusters: []federation.ClusterID{"east"}, Message: v.Conflicts[0].Message}}
 		if diff := cmp.Diff(want, v.Conflicts); diff != "" {
 			t.Errorf("conflicts (-want +got):\n%s", diff)
 		}
@@ -126,7 +127,7 @@ func TestMergeServiceConflictPerProperty(t *testing.T) {
 		t.Run(tc.reason, func(t *testing.T) {
 			// The differing export is the younger: the oldest (east) wins.
 			v := MergeService([]ClusterService{export("west", 0, tc.edit), export("east", time.Hour, nil), export("north", 2*time.Hour, nil)})
-			if len(v.Conflicts) != 1 || v.Conflicts[0].Reason != tc.reason || !slices.Equal(v.Conflicts[0].Clusters, []ClusterID{"west"}) {
+			if len(v.Conflicts) != 1 || v.Conflicts[0].Reason != tc.reason || !slices.Equal(v.Conflicts[0].Clusters, []federation.ClusterID{"west"}) {
 				t.Fatalf("conflicts %+v, want one %s of west", v.Conflicts, tc.reason)
 			}
 			if msg := v.Conflicts[0].Message; !strings.Contains(msg, "cluster west") || !strings.Contains(msg, "cluster north") {
@@ -138,7 +139,7 @@ func TestMergeServiceConflictPerProperty(t *testing.T) {
 			}
 			// The same export, now the oldest, wins instead.
 			v = MergeService([]ClusterService{export("west", 3*time.Hour, tc.edit), export("east", time.Hour, nil)})
-			if v.OldestCluster != "west" || len(v.Conflicts) != 1 || !slices.Equal(v.Conflicts[0].Clusters, []ClusterID{"east"}) {
+			if v.OldestCluster != "west" || len(v.Conflicts) != 1 || !slices.Equal(v.Conflicts[0].Clusters, []federation.ClusterID{"east"}) {
 				t.Errorf("with west oldest: oldest %s, conflicts %+v", v.OldestCluster, v.Conflicts)
 			}
 		})

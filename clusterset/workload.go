@@ -1,10 +1,11 @@
-package federation
+package clusterset
 
 import (
 	"fmt"
 	"math"
 	"strings"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -43,7 +44,7 @@ type workloadGroup struct {
 // NewWorkload returns the hub's form of a workload message of cluster
 // (its network its own, else none), sharing nothing with other workloads
 // (the registry interns; see Interner.Workload).
-func NewWorkload(cluster ClusterID, pb *federationpb.Workload) *Workload {
+func NewWorkload(cluster federation.ClusterID, pb *federationpb.Workload) *Workload {
 	return (*Interner)(nil).Workload(NewTags(cluster, ""), pb)
 }
 

@@ -1,9 +1,10 @@
-package federation
+package clusterset
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
 
@@ -57,8 +58,8 @@ func (s *ClusterState) UnmarshalText(b []byte) error {
 // ClusterInfo is what the clusterset knows of one cluster. Withdrawn
 // clusters are not part of the clusterset.
 type ClusterInfo struct {
-	ID          ClusterID
-	Network     NetworkID
+	ID          federation.ClusterID
+	Network     federation.NetworkID
 	TrustDomain string
 	Gateways    []*federationpb.Gateway
 	State       ClusterState
