@@ -277,6 +277,35 @@ func TestIncremental(t *testing.T) {
 
 // TestEndpointsBeforeWorkload: a service's endpoints that arrive before
 // their pod's workload are joined when the workload comes.
+// Every gateway is a workload: one that is not its network's tunnel
+// comes and goes as the tunnel does.
+func TestGatewayWorkloads(t *testing.T) {
+	s := fleet(defaultPods...)
+	b := NewBuilder("cluster.local")
+	b.Push(s, nil, nil, true)
+	const second = "NetworkGateway/net-b/192.0.2.11/15008"
+	west := *s.clusters[1]
+	west.Gateways = append(slices.Clone(west.Gateways), &federationpb.Gateway{
+		Address: "192.0.2.11", Port: 15443, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS, Service: "istio-system/istio-eastwestgateway",
+	})
+	s.clusters[1] = &west
+	has := func(items []Item) (added, removed bool) {
+		for _, it := range items {
+			if it.Name == second {
+				return it.Message != nil, it.Message == nil
+			}
+		}
+		return false, false
+	}
+	if added, _ := has(b.Push(s, nil, nil, false)); !added {
+		t.Errorf("a second gateway of net-b is no workload")
+	}
+	west.Gateways = west.Gateways[:1:1]
+	if _, removed := has(b.Push(s, nil, nil, false)); !removed {
+		t.Errorf("the second gateway's workload stays after it went")
+	}
+}
+
 func TestEndpointsBeforeWorkload(t *testing.T) {
 	s := fleet(defaultPods...)
 	held := s.workloads["east/uid-echo-a"]
