@@ -7,11 +7,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/federation/federationtest"
 )
 
 // fullEndpoint is a valid endpoint with every field set.
 func fullEndpoint() *federationpb.Endpoint {
-	e := validEndpoint()
+	e := federationtest.Endpoint()
 	e.Ports[0].AppProtocol = "grpc"
 	e.Serving, e.Terminating, e.Node, e.Locality.Subzone = true, true, "node-1", "s1"
 	e.Workload = &federationpb.WorkloadRef{Kind: "Pod", Name: "echo-1", Uid: "uid-1"}

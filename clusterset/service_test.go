@@ -11,10 +11,11 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/federation/federationtest"
 )
 
 func export(cluster federation.ClusterID, age time.Duration, edit func(*federationpb.Service)) ClusterService {
-	s := validService()
+	s := federationtest.Service()
 	s.Export.Time = timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(-age))
 	if edit != nil {
 		edit(s)
@@ -78,7 +79,7 @@ func TestMergeService(t *testing.T) {
 }
 
 func TestTagEndpoints(t *testing.T) {
-	a, b := validEndpoint(), validEndpoint()
+	a, b := federationtest.Endpoint(), federationtest.Endpoint()
 	b.Address, b.Network = "10.0.0.0", "other"
 	got := TagEndpoints(NewTags("east", "n1"), NewEndpoints(a, b))
 	if got[0].GetAddress() != "10.0.0.0" || got[0].Network != "other" || got[1].Network != "n1" || got[1].Cluster != "east" {

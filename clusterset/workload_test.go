@@ -8,11 +8,12 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/federation/federationtest"
 )
 
 // fullWorkload is a valid workload with every field set.
 func fullWorkload() *federationpb.Workload {
-	w := validWorkload()
+	w := federationtest.Workload()
 	w.Ips = append(w.Ips, "fd00::1")
 	w.ServiceAccount, w.Node, w.Locality = "echo", "node-1", &federationpb.Locality{Region: "r1", Zone: "z1"}
 	w.App, w.Version, w.CanonicalName, w.CanonicalRevision, w.Network = "echo", "v1", "echo", "v1", "n2"

@@ -8,29 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/federation/federationtest"
 )
-
-func validService() *federationpb.Service {
-	return &federationpb.Service{
-		Namespace: "demo", Name: "echo", Hostname: "echo.demo.svc.cluster.local",
-		Type:   federationpb.ServiceType_SERVICE_TYPE_CLUSTER_IP,
-		Ports:  []*federationpb.ServicePort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 8080, TargetPortName: "grpc"}},
-		Export: &federationpb.Export{Source: federationpb.ExportSource_EXPORT_SOURCE_SERVICE_EXPORT},
-	}
-}
-
-func validEndpoint() *federationpb.Endpoint {
-	return &federationpb.Endpoint{
-		Namespace: "demo", Service: "echo", Address: "10.0.0.1",
-		Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 8080}},
-		Ready:    true,
-		Locality: &federationpb.Locality{Region: "us-east1", Zone: "us-east1-a"},
-	}
-}
-
-func validWorkload() *federationpb.Workload {
-	return &federationpb.Workload{Uid: "6c1d2b9e-0f6a-4a57-9a4e-1f0e2d3c4b5a", Namespace: "demo", Name: "echo-a", Ips: []string{"10.0.0.1"}}
-}
 
 func TestValidate(t *testing.T) {
 	tests := []struct {
@@ -38,47 +17,47 @@ func TestValidate(t *testing.T) {
 		check  func() error
 		reason string // "" means valid; else a substring of the error
 	}{
-		{"valid service", func() error { return ValidateService(validService()) }, ""},
+		{"valid service", func() error { return ValidateService(federationtest.Service()) }, ""},
 		{"service hostname elsewhere", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.Hostname = "echo.other.svc.cluster.local"
 			return ValidateService(s)
 		}, `service demo/echo: hostname: "echo.other.svc.cluster.local" is not echo.demo.svc.<domain>`},
 		{"service port out of range", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.Ports[0].Port = 0
 			return ValidateService(s)
 		}, "service demo/echo: ports[0].port: 0 is out of range 1-65535"},
 		{"service duplicate port name", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.Ports = append(s.Ports, proto.CloneOf(s.Ports[0]))
 			s.Ports[1].Port = 9090
 			return ValidateService(s)
 		}, `ports[1].name: duplicate port name "grpc"`},
 		{"service unnamed port among several", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.Ports = append(s.Ports, &federationpb.ServicePort{Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 9090})
 			return ValidateService(s)
 		}, "ports[1].name: required when a service has several ports"},
 		{"service without export source", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.Export = nil
 			return ValidateService(s)
 		}, "export.source: required"},
 		{"headless with cluster IP", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.Type = federationpb.ServiceType_SERVICE_TYPE_HEADLESS
 			s.ClusterIps = []string{"10.96.0.1"}
 			return ValidateService(s)
 		}, "a headless service has no cluster IPs"},
 		{"service bad namespace", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.Namespace = "Demo"
 			s.Hostname = "echo.Demo.svc.cluster.local"
 			return ValidateService(s)
 		}, "namespace"},
 		{"service with every MCS property", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.SessionAffinity, s.SessionAffinityTimeoutSeconds = federationpb.SessionAffinity_SESSION_AFFINITY_CLIENT_IP, 10800
 			s.InternalTrafficPolicy, s.TrafficDistribution = "Local", "PreferClose"
 			s.IpFamilies = []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV6, federationpb.IPFamily_IP_FAMILY_IPV4}
@@ -87,74 +66,74 @@ func TestValidate(t *testing.T) {
 			return ValidateService(s)
 		}, ""},
 		{"service session affinity timeout over a day", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.SessionAffinityTimeoutSeconds = 86401
 			return ValidateService(s)
 		}, "sessionAffinityTimeoutSeconds: 86401 is more than 86400"},
 		{"service unknown internal traffic policy", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.InternalTrafficPolicy = "Node"
 			return ValidateService(s)
 		}, `internalTrafficPolicy: "Node" is neither Cluster nor Local`},
 		{"service duplicate IP family", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.IpFamilies = []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV4, federationpb.IPFamily_IP_FAMILY_IPV4}
 			return ValidateService(s)
 		}, "ipFamilies[1]: duplicate IP family"},
 		{"service unsorted exported labels", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.Export.Labels = []*federationpb.KeyValue{{Key: "tier", Value: "web"}, {Key: "app", Value: "x"}}
 			return ValidateService(s)
 		}, `export.labels[1].key: "app" is not after "tier"`},
 		{"service exported label value invalid", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.Export.Labels = []*federationpb.KeyValue{{Key: "tier", Value: "not a label value"}}
 			return ValidateService(s)
 		}, "export.labels[0].value"},
 		{"service exported annotations too large", func() error {
-			s := validService()
+			s := federationtest.Service()
 			s.Export.Annotations = []*federationpb.KeyValue{{Key: "big", Value: strings.Repeat("x", 17<<10)}}
 			return ValidateService(s)
 		}, "export.annotations: 17411 bytes is more than 16384"},
-		{"valid endpoint", func() error { return ValidateEndpoint(validEndpoint()) }, ""},
+		{"valid endpoint", func() error { return ValidateEndpoint(federationtest.Endpoint()) }, ""},
 		{"endpoint IPv6", func() error {
-			e := validEndpoint()
+			e := federationtest.Endpoint()
 			e.Address = "fd00::1"
 			return ValidateEndpoint(e)
 		}, ""},
 		{"endpoint non-canonical IP", func() error {
-			e := validEndpoint()
+			e := federationtest.Endpoint()
 			e.Address = "fd00:0::1"
 			return ValidateEndpoint(e)
 		}, `endpoint demo/echo/fd00:0::1: address: "fd00:0::1" is not in canonical form "fd00::1"`},
 		{"endpoint not an IP", func() error {
-			e := validEndpoint()
+			e := federationtest.Endpoint()
 			e.Address = "example.com"
 			return ValidateEndpoint(e)
 		}, `address: "example.com" is not an IP address`},
 		{"endpoint unspecified", func() error {
-			e := validEndpoint()
+			e := federationtest.Endpoint()
 			e.Address = "0.0.0.0"
 			return ValidateEndpoint(e)
 		}, "not a unicast address"},
 		{"endpoint bad zone label", func() error {
-			e := validEndpoint()
+			e := federationtest.Endpoint()
 			e.Locality.Zone = "us east"
 			return ValidateEndpoint(e)
 		}, "locality.zone"},
 		{"endpoint unknown protocol", func() error {
-			e := validEndpoint()
+			e := federationtest.Endpoint()
 			e.Ports[0].Protocol = 42
 			return ValidateEndpoint(e)
 		}, "ports[0].protocol: unknown protocol 42"},
-		{"valid workload", func() error { return ValidateWorkload(validWorkload()) }, ""},
+		{"valid workload", func() error { return ValidateWorkload(federationtest.Workload()) }, ""},
 		{"workload without IPs", func() error {
-			w := validWorkload()
+			w := federationtest.Workload()
 			w.Ips = nil
 			return ValidateWorkload(w)
 		}, "ips: 0 addresses"},
 		{"workload uid with spaces", func() error {
-			w := validWorkload()
+			w := federationtest.Workload()
 			w.Uid = "a b"
 			return ValidateWorkload(w)
 		}, "uid"},
@@ -168,10 +147,10 @@ func TestValidate(t *testing.T) {
 			}}})
 		}, ""},
 		{"update twice the same endpoint", func() error {
-			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{validEndpoint(), validEndpoint()}})
+			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{federationtest.Endpoint(), federationtest.Endpoint()}})
 		}, "endpoint demo/echo/10.0.0.1: appears twice in one update"},
 		{"update upsert and removal of one key", func() error {
-			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{validEndpoint()}, RemovedEndpoints: []string{"demo/echo/10.0.0.1"}})
+			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{federationtest.Endpoint()}, RemovedEndpoints: []string{"demo/echo/10.0.0.1"}})
 		}, "appears twice"},
 		{"update bad removal key", func() error {
 			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, RemovedServices: []string{"demo"}})
@@ -181,17 +160,17 @@ func TestValidate(t *testing.T) {
 		// endpoint's bad zone (the first's is good) and the workload's bad
 		// second address must still be found and named.
 		{"update second endpoint bad zone", func() error {
-			a, b := validEndpoint(), validEndpoint()
+			a, b := federationtest.Endpoint(), federationtest.Endpoint()
 			b.Address, b.Locality = "10.0.0.2", &federationpb.Locality{Region: a.GetLocality().GetRegion(), Zone: "us east"}
 			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{a, b}})
 		}, "endpoint demo/echo/10.0.0.2: locality.zone"},
 		{"update workload second address", func() error {
-			w := validWorkload()
+			w := federationtest.Workload()
 			w.Ips = append(w.Ips, "10.0.0.256")
 			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Workloads: []*federationpb.Workload{w}})
 		}, "ips[1]:"},
 		{"update second port name", func() error {
-			e := validEndpoint()
+			e := federationtest.Endpoint()
 			e.Ports = append(e.Ports, &federationpb.EndpointPort{Name: "Bad_Name", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: 9090})
 			return ValidateUpdate(&federationpb.ShardUpdate{Version: 1, Endpoints: []*federationpb.Endpoint{e}})
 		}, "ports[1].name:"},
@@ -223,8 +202,8 @@ func TestValidate(t *testing.T) {
 func FuzzValidateUpdate(f *testing.F) {
 	seed, _ := proto.Marshal(&federationpb.ShardUpdate{
 		Version: 1, Full: true, Cluster: &federationpb.Cluster{Id: "east"},
-		Services: []*federationpb.Service{validService()}, Endpoints: []*federationpb.Endpoint{validEndpoint()},
-		Workloads: []*federationpb.Workload{validWorkload()},
+		Services: []*federationpb.Service{federationtest.Service()}, Endpoints: []*federationpb.Endpoint{federationtest.Endpoint()},
+		Workloads: []*federationpb.Workload{federationtest.Workload()},
 	})
 	f.Add(seed)
 	f.Fuzz(func(_ *testing.T, data []byte) {
