@@ -111,6 +111,7 @@ func TestCacheDelta(t *testing.T) {
 	ch := make(chan *deltaResp, 1)
 	c.watchDelta("", &deltaWatch{typeURL: resourcev3.ClusterType, first: true, sub: sub, ch: ch})
 	r := <-ch
+	sub.answered(r) // as the stream does when it sends r
 	out := r.message("1")
 	var sent []string
 	for _, res := range out.GetResources() {
@@ -241,6 +242,7 @@ func (w *wildcardClient) recv() []string {
 		if r.err != nil {
 			return []string{r.err.Error()}
 		}
+		w.sub.answered(r) // as the stream does when it sends r
 		out := r.message("n")
 		return append(names(out.GetResources()), out.GetRemovedResources()...)
 	default:
@@ -503,5 +505,29 @@ func TestCacheSetsByNameKeepNoRevisions(t *testing.T) {
 	z.c.watchDelta("", &deltaWatch{typeURL: resourcev3.ClusterType, first: true, sub: z.sub, ch: z.ch})
 	if s := c.sets[setKey{resourcev3.ClusterType, ""}]; len(s.revs) != 1 {
 		t.Fatalf("a set read by a wildcard client keeps revisions of %d entries, want 1", len(s.revs))
+	}
+}
+
+// TestCacheLeavesSubscriptionsAlone: the cache reads a watch's
+// subscription and never writes it; its answer says what the proxy holds
+// once it has it, which the stream applies.
+func TestCacheLeavesSubscriptionsAlone(t *testing.T) {
+	c := NewCache()
+	putAddress(t, c, "a", 1)
+	initial := map[string]string{"a": "old"}
+	sub := newSubscription(nil, nil, initial, true)
+	ch := make(chan *deltaResp, 1)
+	c.watchDelta("", &deltaWatch{typeURL: AddressType, first: true, sub: sub, ch: ch})
+	r := <-ch
+	if sub.set != nil || sub.rev != 0 || len(sub.versions) != 1 || sub.versions["a"] != "old" {
+		t.Fatalf("the cache changed the subscription: set %p, revision %d, versions %v", sub.set, sub.rev, sub.versions)
+	}
+	s := c.sets[setKey{AddressType, ""}]
+	if r.set != s || r.rev != s.rev {
+		t.Fatalf("the answer brings revision %d of %p, want %d of %p", r.rev, r.set, s.rev, s)
+	}
+	sub.answered(r)
+	if sub.set != s || sub.rev != s.rev || sub.versions != nil {
+		t.Errorf("once answered the subscription holds revision %d, versions %v", sub.rev, sub.versions)
 	}
 }

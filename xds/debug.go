@@ -1,13 +1,9 @@
 package xds
 
 import (
-	"cmp"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"time"
-
-	"github.com/meshfed/meshfed/xds/resources"
 )
 
 // ProxyStatus is one entry of /debug/proxies.
@@ -58,60 +54,7 @@ type TypeStatus struct {
 
 // Proxies returns the connected proxies, sorted by ID, with each type's
 // sync state.
-func (s *Server) Proxies() []ProxyStatus {
-	type pending struct {
-		proxy         int
-		typeURL, view string
-		acked         uint64
-		watch         *typeState // what Behind reads: names, replaced and never changed
-		status        TypeStatus
-	}
-	pp := s.proxies
-	var todo []pending
-	pp.mu.Lock()
-	out := make([]ProxyStatus, 0, len(pp.streams))
-	for _, p := range pp.streams {
-		ps := ProxyStatus{
-			ID: p.ID, Identity: urlString(p.identity), Kind: p.Kind, Cluster: string(p.Cluster), Network: string(p.Network), Delta: p.Delta,
-			ConnectedAt: p.ConnectedAt, Types: make(map[string]TypeStatus, len(p.Types)),
-		}
-		if l := p.Locality; l != (resources.Locality{}) {
-			ps.Locality = l.Region + "/" + l.Zone + "/" + l.Subzone
-		}
-		for k, t := range p.Types {
-			todo = append(todo, pending{proxy: len(out), typeURL: k, view: t.view, acked: t.acked, watch: &typeState{names: t.names}, status: TypeStatus{
-				Subscribed: t.Subscribed, Wildcard: t.Wildcard, LastSent: t.LastSent, LastAck: t.LastAck, LastNack: t.LastNack,
-				NackReason: t.NackReason, Nacks: t.Nacks, SentVersion: t.SentVersion, AckedVersion: t.AckedVersion,
-			}})
-		}
-		out = append(out, ps)
-	}
-	pp.mu.Unlock()
-	// The cache is asked without the book's lock.
-	now := pp.now()
-	for _, d := range todo {
-		ts := d.status
-		switch {
-		case !ts.LastNack.IsZero() && ts.LastNack.After(ts.LastAck):
-			ts.State = StateNacked
-		case ts.SentVersion != ts.AckedVersion:
-			ts.State = StateStale
-		default:
-			ts.State = StateSynced
-		}
-		if ts.State != StateNacked && d.acked != 0 {
-			if behind, since := s.cache.Behind(d.typeURL, d.view, d.acked, d.watch.touches); behind {
-				ts.State = StateStale
-				if !since.IsZero() {
-					ts.BehindSeconds = max(now.Sub(since), 0).Seconds()
-				}
-			}
-		}
-		out[d.proxy].Types[d.typeURL] = ts
-	}
-	slices.SortFunc(out, func(a, b ProxyStatus) int { return cmp.Compare(a.ID, b.ID) })
-	return out
-}
+func (s *Server) Proxies() []ProxyStatus { return s.proxies.status() }
 
 // ProxiesHandler serves /debug/proxies.
 func (s *Server) ProxiesHandler() http.Handler {

@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"maps"
 	"strconv"
 
 	"github.com/meshfed/meshfed/internal/adspb"
@@ -50,22 +49,15 @@ func (st *deltaStream) cancel() {
 // respond sends a watch's answer and makes its versions the proxy's.
 func (st *deltaStream) respond(resp *deltaResp) error {
 	t := st.types[resp.typeURL]
-	if t == nil {
+	if t == nil || resp.watch != t.watch {
+		// The watch was replaced since, and its successor answers from
+		// what the proxy held before this answer.
 		return nil
 	}
 	if resp.err != nil {
 		return resp.err
 	}
-	if resp.watch != nil { // an answer by name
-		if resp.watch != t.watch {
-			// The watch was replaced since, and its successor answers
-			// from the versions this one was computed from. A wildcard
-			// answer is never stale: the cache marked the subscription
-			// as holding its revision when it made it.
-			return nil
-		}
-		t.sub.versions = resp.returned
-	}
+	t.sub.answered(resp)
 	st.nonce++
 	nonce := strconv.FormatInt(st.nonce, 10)
 	st.h.proxies.sent(st.id, resp.typeURL, nonce, resp.version)
@@ -90,11 +82,7 @@ func (st *deltaStream) request(req *adspb.DeltaDiscoveryRequest) error {
 	}
 	// The node comes with the stream's first request; the book knows the
 	// proxy by its stream after that. A refused proxy ends the stream.
-	r := requestState{names: len(t.sub.names), wildcard: t.sub.wildcard, nonce: req.GetResponseNonce(), nack: req.GetErrorDetail()}
-	if !t.sub.wildcard {
-		// A copy: the book reads it from other goroutines (metrics).
-		r.subscribedSet = maps.Clone(t.sub.names)
-	}
+	r := requestState{names: t.sub.names, wildcard: t.sub.wildcard, nonce: req.GetResponseNonce(), nack: req.GetErrorDetail()}
 	p, err := st.h.proxies.request(st.id, req.GetNode(), typeURL, r)
 	if err != nil {
 		t.cancel = func() {}

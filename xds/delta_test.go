@@ -124,7 +124,7 @@ func newHandlers(t *testing.T) (*sotwHandler, *deltaHandler) {
 	t.Helper()
 	m := newMetrics(prometheus.NewRegistry(), func() int64 { return 0 })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})})
+	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})}, nil)
 	ready := make(chan struct{})
 	close(ready)
 	c := NewCache()
@@ -244,7 +244,7 @@ func TestNackLogged(t *testing.T) {
 	var logs bytes.Buffer
 	m := newMetrics(prometheus.NewRegistry(), func() int64 { return 0 })
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})})
+	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})}, nil)
 	id := streamID{delta: true, id: 1}
 	node := &adspb.Node{Id: "envoy-1", Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
 		MetadataClusterID: structpb.NewStringValue("east"), MetadataNetwork: structpb.NewStringValue("n1"),
@@ -297,5 +297,48 @@ func TestDeltaDropsAnswersOfReplacedWatches(t *testing.T) {
 	}
 	if got := names(sent[0].(*adspb.DeltaDiscoveryResponse).GetResources()); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("the new watch sent %v, want a and b: the proxy never got a", got)
+	}
+}
+
+// TestBookShowsTheStreamsWildcard: the proxy book reads a type's
+// subscription from the stream, so that /debug/proxies says what the
+// stream serves: a ztunnel's empty Address request and Envoy's empty LDS
+// request subscribe to everything, an empty EDS request to nothing, and a
+// delta stream's names are those it subscribed, by either kind.
+func TestBookShowsTheStreamsWildcard(t *testing.T) {
+	sotw, delta := newHandlers(t)
+	node := &adspb.Node{Id: "p"}
+	ds := &deltaStream{h: delta, id: streamID{delta: true, id: 1}, send: func(any) error { return nil }, types: map[string]*deltaType{}, responses: make(chan *deltaResp, responsesPerStream)}
+	ss := &sotwStream{h: sotw, id: streamID{id: 2}, send: func(*adspb.DiscoveryResponse) error { return nil }, types: map[string]*sotwType{}, responses: make(chan *response, responsesPerStream)}
+	t.Cleanup(func() { ds.cancel(); ss.cancel() })
+	for _, err := range []error{
+		ds.request(&adspb.DeltaDiscoveryRequest{Node: node, TypeUrl: AddressType}),
+		ds.request(&adspb.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{"a", "b"}}),
+		ds.request(&adspb.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesUnsubscribe: []string{"a"}}),
+		ss.request(&adspb.DiscoveryRequest{Node: &adspb.Node{Id: "q"}, TypeUrl: resourcev3.ListenerType}),
+		ss.request(&adspb.DiscoveryRequest{TypeUrl: resourcev3.EndpointType}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	book := delta.proxies
+	book.mu.Lock()
+	defer book.mu.Unlock()
+	for _, tc := range []struct {
+		stream   streamID
+		typeURL  string
+		wildcard bool
+		names    []string
+	}{
+		{ds.id, AddressType, true, nil},
+		{ds.id, resourcev3.EndpointType, false, []string{"b"}},
+		{ss.id, resourcev3.ListenerType, true, nil},
+		{ss.id, resourcev3.EndpointType, false, []string{}},
+	} {
+		ts := book.streams[tc.stream].Types[tc.typeURL]
+		if ts.Wildcard != tc.wildcard || (ts.names == nil) != tc.wildcard || !slices.Equal(slices.Sorted(maps.Keys(ts.names)), tc.names) || ts.Subscribed != len(tc.names) {
+			t.Errorf("%s of stream %v: wildcard %v, names %v (%d); want %v, %v", typeLabel(tc.typeURL), tc.stream, ts.Wildcard, slices.Sorted(maps.Keys(ts.names)), ts.Subscribed, tc.wildcard, tc.names)
+		}
 	}
 }

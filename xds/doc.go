@@ -12,9 +12,11 @@
 // snapshots into pushes (with an injected clock), hands each push's
 // snapshot and the views proxies use to the translator, and applies the
 // set updates it returns to the [Cache], which answers the proxies'
-// watches. A small book of connected proxies maps each request to its
-// view and tells the push loop when a view comes into use or goes out of
-// it.
+// watches. A small book of connected proxies, built over the cache, maps
+// each request to its view, tells the push loop when a view comes into
+// use or goes out of it, and times the ACKs of changes; /debug/proxies,
+// /debug/xds and /debug/explain are views over the book, the cache and
+// the snapshot last pushed.
 //
 // The port is guarded before any of that: new streams are rate-limited per
 // source address, and when the TLS configuration requires client
@@ -30,6 +32,12 @@
 //     proxy: a slow proxy's updates coalesce until it asks again.
 //   - One goroutine (the push loop) owns the translator and writes the
 //     cache; watches read the cache under its lock.
+//   - Calls go one way: streams call the book and the cache, the book
+//     calls the cache; the cache calls neither. A stream's goroutine is
+//     the only writer of its subscriptions: the cache reads one while its
+//     watch is open, and its answer says what the proxy holds once it has
+//     it. The book shares the stream's subscribed names (replaced, never
+//     modified) rather than a copy.
 //   - No proxy is answered before the first snapshot (the warm one) is
 //     pushed.
 //   - Where client certificates are required, no proxy is answered, nor

@@ -65,139 +65,195 @@ type lastPushed = atomic.Pointer[explainSnap]
 // (host, or host:port, by its cluster-local or clusterset hostname or a
 // ClusterSetIP) and, optionally, one endpoint address.
 func (s *Server) Explain(proxyID, service, endpoint string) Explanation {
-	ex := Explanation{Proxy: proxyID, Service: service, Endpoint: endpoint}
-	add := func(step, verdict, format string, args ...any) {
-		ex.Steps = append(ex.Steps, Step{Step: step, Verdict: verdict, Detail: fmt.Sprintf(format, args...)})
+	e := explainer{proxies: s.Proxies, subscribed: s.proxies.subscribed, resources: s.cache.Resources, notes: s.cfg.ClusterNotes}
+	if held := s.pushed.Load(); held != nil {
+		e.snap = held.Snapshot
 	}
-	held := s.pushed.Load()
-	if held == nil {
-		add("hub", VerdictNo, "the hub serves no proxy yet: it is warming up")
-		return ex
-	}
-	snap := held.Snapshot
+	return e.explain(proxyID, service, endpoint)
+}
 
-	// The proxy.
-	var proxy *ProxyStatus
-	for _, p := range s.Proxies() {
-		if p.ID == proxyID {
-			proxy = &p
-			break
-		}
+// explainer is /debug/explain: a view over what the server serves from,
+// the snapshot it last pushed, and what it knows of the proxies: the book
+// (what each asked for and ACKed) and the cache (what each set holds).
+type explainer struct {
+	snap       clusterset.Snapshot // nil while the hub warms up
+	proxies    func() []ProxyStatus
+	subscribed func(proxyID, typeURL string) []string
+	resources  func(typeURL, view string) map[string]string
+	notes      ClusterNotes
+}
+
+// explanation is an Explanation being written.
+type explanation struct{ Explanation }
+
+func (x *explanation) add(step, verdict, format string, args ...any) {
+	x.Steps = append(x.Steps, Step{Step: step, Verdict: verdict, Detail: fmt.Sprintf(format, args...)})
+}
+
+// target is what an explanation is about: a service's port, as a proxy
+// names it, and the endpoint asked about (nil when none).
+type target struct {
+	v        *clusterset.ServiceView
+	hostname string
+	port     *federationpb.ServicePort
+	cluster  string // the xDS cluster (and EDS resource) name
+	endpoint *clusterset.TaggedEndpoint
+}
+
+func (e explainer) explain(proxyID, service, endpoint string) Explanation {
+	x := &explanation{Explanation{Proxy: proxyID, Service: service, Endpoint: endpoint}}
+	if e.snap == nil {
+		x.add("hub", VerdictNo, "the hub serves no proxy yet: it is warming up")
+		return x.Explanation
 	}
-	if proxy == nil {
-		add("proxy", VerdictNo, "no proxy %q is connected to this hub replica (proxies of other replicas are theirs to explain)", proxyID)
-		return ex
+	proxy, ok := e.proxy(x, proxyID)
+	if !ok {
+		return x.Explanation
+	}
+	t, ok := e.service(x, service)
+	if !ok || !e.clusters(x, &t, endpoint) {
+		return x.Explanation
 	}
 	view := resources.View{Network: federation.NetworkID(proxy.Network), Locality: localityOfString(proxy.Locality)}
-	add("proxy", VerdictOK, "%s proxy in cluster %q, network %q, locality %q, over %s", proxy.Kind, proxy.Cluster, proxy.Network, proxy.Locality, streamKind(proxy.Delta))
+	if !e.assignment(x, t, proxy, view) {
+		return x.Explanation
+	}
+	e.held(x, t, proxy, view)
+	return x.Explanation
+}
 
-	// The service and port.
+// proxy finds the proxy among those connected.
+func (e explainer) proxy(x *explanation, proxyID string) (*ProxyStatus, bool) {
+	for _, p := range e.proxies() {
+		if p.ID == proxyID {
+			x.add("proxy", VerdictOK, "%s proxy in cluster %q, network %q, locality %q, over %s", p.Kind, p.Cluster, p.Network, p.Locality, streamKind(p.Delta))
+			return &p, true
+		}
+	}
+	x.add("proxy", VerdictNo, "no proxy %q is connected to this hub replica (proxies of other replicas are theirs to explain)", proxyID)
+	return nil, false
+}
+
+// service finds the service and its port.
+func (e explainer) service(x *explanation, service string) (target, bool) {
 	host, port := splitHostPort(service)
-	v, hostname := findService(snap, host)
+	v, hostname := findService(e.snap, host)
 	if v == nil {
-		add("service", VerdictNo, "no clusterset service is named %q: it is not exported by any cluster (a ServiceExport, the meshfed.io/export label, or the spoke's --export=all)", host)
-		return ex
+		x.add("service", VerdictNo, "no clusterset service is named %q: it is not exported by any cluster (a ServiceExport, the meshfed.io/export label, or the spoke's --export=all)", host)
+		return target{}, false
 	}
 	var exporters []string
 	for _, c := range v.Clusters {
 		exporters = append(exporters, string(c.Cluster))
 	}
-	add("service", VerdictOK, "%s is %s, exported by %s", host, v.Key, strings.Join(exporters, ", "))
+	x.add("service", VerdictOK, "%s is %s, exported by %s", host, v.Key, strings.Join(exporters, ", "))
 	for _, c := range v.Conflicts {
-		add("conflicts", VerdictInfo, "%s: %s", c.Reason, c.Message)
+		x.add("conflicts", VerdictInfo, "%s: %s", c.Reason, c.Message)
 	}
 	sp := pickPort(v, port)
 	if sp == nil {
-		add("port", VerdictNo, "%s has no TCP port %d (it has %s)", v.Key, port, portList(v))
-		return ex
+		x.add("port", VerdictNo, "%s has no TCP port %d (it has %s)", v.Key, port, portList(v))
+		return target{}, false
 	}
-	clusterName := resources.ClusterName(sp.GetPort(), hostname)
-	add("port", VerdictOK, "port %d (%s): xDS cluster %s", sp.GetPort(), cmp.Or(sp.GetName(), "unnamed"), clusterName)
+	t := target{v: v, hostname: hostname, port: sp, cluster: resources.ClusterName(sp.GetPort(), hostname)}
+	x.add("port", VerdictOK, "port %d (%s): xDS cluster %s", sp.GetPort(), cmp.Or(sp.GetName(), "unnamed"), t.cluster)
+	return t, true
+}
 
-	// The clusters, and the endpoint.
-	var target *clusterset.TaggedEndpoint
-	for _, c := range v.Clusters {
+// clusters describes each exporting cluster, and finds the endpoint asked
+// about; it reports false when there is one and no cluster has it.
+func (e explainer) clusters(x *explanation, t *target, endpoint string) bool {
+	for _, c := range t.v.Clusters {
 		state := "live"
 		if c.Stale {
 			state = "stale (its spoke is gone; its endpoints are served after every live cluster's)"
 		}
 		ready := 0
-		for i, e := range c.Endpoints {
-			if e.GetReady() {
+		for i, ep := range c.Endpoints {
+			if ep.GetReady() {
 				ready++
 			}
-			if e.GetAddress() == endpoint {
-				target = &c.Endpoints[i]
+			if ep.GetAddress() == endpoint {
+				t.endpoint = &c.Endpoints[i]
 			}
 		}
-		add("cluster "+string(c.Cluster), VerdictInfo, "%s on network %q: %d endpoints, %d ready", state, c.Network, len(c.Endpoints), ready)
-		if s.cfg.ClusterNotes != nil {
-			if note := s.cfg.ClusterNotes(c.Cluster); note != "" {
-				add("policy "+string(c.Cluster), VerdictInfo, "the cluster policy last refused of this cluster: %s", note)
+		x.add("cluster "+string(c.Cluster), VerdictInfo, "%s on network %q: %d endpoints, %d ready", state, c.Network, len(c.Endpoints), ready)
+		if e.notes != nil {
+			if note := e.notes(c.Cluster); note != "" {
+				x.add("policy "+string(c.Cluster), VerdictInfo, "the cluster policy last refused of this cluster: %s", note)
 			}
 		}
 	}
-	if endpoint != "" {
-		if target == nil {
-			add("endpoint", VerdictNo, "no exporting cluster publishes %s for %s: not in any EndpointSlice of the service, refused by the cluster policy (see above), or its cluster withdrawn", endpoint, v.Key)
-			return ex
-		}
-		add("endpoint", boolVerdict(target.GetReady() || target.GetServing()), "%s in cluster %q, network %q: ready %v, serving %v, terminating %v",
-			endpoint, target.Cluster, target.Network, target.GetReady(), target.GetServing(), target.GetTerminating())
+	if endpoint == "" {
+		return true
 	}
+	if t.endpoint == nil {
+		x.add("endpoint", VerdictNo, "no exporting cluster publishes %s for %s: not in any EndpointSlice of the service, refused by the cluster policy (see above), or its cluster withdrawn", endpoint, t.v.Key)
+		return false
+	}
+	ep := t.endpoint
+	x.add("endpoint", boolVerdict(ep.GetReady() || ep.GetServing()), "%s in cluster %q, network %q: ready %v, serving %v, terminating %v",
+		endpoint, ep.Cluster, ep.Network, ep.GetReady(), ep.GetServing(), ep.GetTerminating())
+	return true
+}
 
-	// Network and assignment.
-	gateways := snap.Gateways()
-	cla := resources.Assignment(v, hostname, sp, view, gateways)
-	if target != nil {
-		if target.Network == view.Network {
-			add("network", VerdictOK, "on the proxy's network %q: sent as it is", view.Network)
-			ex.Sees = explainEntry(cla, target.GetAddress(), add)
-		} else {
-			gws := gateways.MTLS(target.Network)
-			if len(gws) == 0 {
-				add("network", VerdictNo, "on network %q, the proxy on %q, and no cluster reports an east-west gateway (TLS, 15443) of %q: unreachable from this proxy", target.Network, view.Network, target.Network)
-				return ex
-			}
-			var addrs []string
-			for _, g := range gws {
-				addrs = append(addrs, net.JoinHostPort(g.GetAddress(), strconv.Itoa(int(g.GetPort()))))
-			}
-			add("network", VerdictOK, "on network %q, the proxy on %q: reached through the gateways %s", target.Network, view.Network, strings.Join(addrs, ", "))
-			for _, g := range gws {
-				if explainEntry(cla, g.GetAddress(), add) {
-					ex.Sees = true
-				}
-			}
-		}
-	} else {
+// assignment says how the proxy's view reaches the endpoint (directly or
+// through its network's gateways), or how many entries the view has
+// without one; it reports false when the walk ends there.
+func (e explainer) assignment(x *explanation, t target, proxy *ProxyStatus, view resources.View) bool {
+	gateways := e.snap.Gateways()
+	cla := resources.Assignment(t.v, t.hostname, t.port, view, gateways)
+	switch ep := t.endpoint; {
+	case ep == nil:
 		n := 0
 		for _, l := range cla.Localities {
 			n += len(l.Endpoints)
 		}
-		add("assignment", boolVerdict(n > 0), "the proxy's view (network %q, locality %q) of %s has %d entries in %d localities", view.Network, proxy.Locality, clusterName, n, len(cla.Localities))
-		ex.Sees = n > 0
+		x.add("assignment", boolVerdict(n > 0), "the proxy's view (network %q, locality %q) of %s has %d entries in %d localities", view.Network, proxy.Locality, t.cluster, n, len(cla.Localities))
+		x.Sees = n > 0
+	case ep.Network == view.Network:
+		x.add("network", VerdictOK, "on the proxy's network %q: sent as it is", view.Network)
+		x.Sees = explainEntry(cla, ep.GetAddress(), x.add)
+	default:
+		gws := gateways.MTLS(ep.Network)
+		if len(gws) == 0 {
+			x.add("network", VerdictNo, "on network %q, the proxy on %q, and no cluster reports an east-west gateway (TLS, 15443) of %q: unreachable from this proxy", ep.Network, view.Network, ep.Network)
+			return false
+		}
+		var addrs []string
+		for _, g := range gws {
+			addrs = append(addrs, net.JoinHostPort(g.GetAddress(), strconv.Itoa(int(g.GetPort()))))
+		}
+		x.add("network", VerdictOK, "on network %q, the proxy on %q: reached through the gateways %s", ep.Network, view.Network, strings.Join(addrs, ", "))
+		for _, g := range gws {
+			if explainEntry(cla, g.GetAddress(), x.add) {
+				x.Sees = true
+			}
+		}
 	}
+	return true
+}
 
-	// What the proxy asked for and holds.
+// held says what the proxy asked for and holds of the service's EDS.
+func (e explainer) held(x *explanation, t target, proxy *ProxyStatus, view resources.View) {
 	typ, ok := proxy.Types[resources.EndpointType]
 	switch {
 	case proxy.Kind == kindZtunnel:
-		add("subscription", VerdictInfo, "a ztunnel is sent workload addresses, not EDS: it sees every workload of its network and, for other networks, their gateways")
-		return ex
+		x.add("subscription", VerdictInfo, "a ztunnel is sent workload addresses, not EDS: it sees every workload of its network and, for other networks, their gateways")
+		return
 	case !ok:
-		add("subscription", VerdictNo, "the proxy has not asked for any endpoints (EDS) yet")
-		ex.Sees = false
-		return ex
+		x.add("subscription", VerdictNo, "the proxy has not asked for any endpoints (EDS) yet")
+		x.Sees = false
+		return
 	}
-	names := s.proxies.subscribed(proxyID, resources.EndpointType)
-	if names != nil && !slices.Contains(names, clusterName) {
-		add("subscription", VerdictNo, "the proxy watches %d EDS resources, not %s (a gRPC client asks for it once it dials %s:%d)", len(names), clusterName, hostname, sp.GetPort())
-		ex.Sees = false
-		return ex
+	names := e.subscribed(proxy.ID, resources.EndpointType)
+	if names != nil && !slices.Contains(names, t.cluster) {
+		x.add("subscription", VerdictNo, "the proxy watches %d EDS resources, not %s (a gRPC client asks for it once it dials %s:%d)", len(names), t.cluster, t.hostname, t.port.GetPort())
+		x.Sees = false
+		return
 	}
-	add("subscription", VerdictOK, "the proxy watches %s", clusterName)
-	version := s.cache.Resources(resources.EndpointType, translate.ViewFor(resources.EndpointType, view).Key)[clusterName]
+	x.add("subscription", VerdictOK, "the proxy watches %s", t.cluster)
+	version := e.resources(resources.EndpointType, translate.ViewFor(resources.EndpointType, view).Key)[t.cluster]
 	detail := fmt.Sprintf("its endpoints (EDS) are %s: it ACKed the set of version %q", typ.State, typ.AckedVersion)
 	if !typ.LastAck.IsZero() {
 		detail += fmt.Sprintf(" %s ago", time.Since(typ.LastAck).Round(time.Millisecond))
@@ -211,10 +267,9 @@ func (s *Server) Explain(proxyID, service, endpoint string) Explanation {
 	if typ.BehindSeconds > 0 {
 		detail += fmt.Sprintf("; it lacks a change observed %.3fs ago", typ.BehindSeconds)
 	}
-	detail += fmt.Sprintf("; %s is at version %q in the set of its view", clusterName, version)
-	add("acknowledged", boolVerdict(typ.State == StateSynced), "%s", detail)
-	ex.Sees = ex.Sees && typ.State == StateSynced
-	return ex
+	detail += fmt.Sprintf("; %s is at version %q in the set of its view", t.cluster, version)
+	x.add("acknowledged", boolVerdict(typ.State == StateSynced), "%s", detail)
+	x.Sees = x.Sees && typ.State == StateSynced
 }
 
 // explainEntry finds addr in an assignment and reports its priority,

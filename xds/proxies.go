@@ -33,7 +33,7 @@ type proxies struct {
 	auth     *streamAuth
 	clusters atomic.Pointer[[]*clusterset.ClusterInfo] // of the last pushed snapshot
 	// sets tells which revision of a set a proxy's ACK names (the
-	// cache); nil times nothing.
+	// cache), and whether a proxy is behind; nil times nothing.
 	sets setRevisions
 	now  func() time.Time
 
@@ -55,9 +55,10 @@ type setRevisions interface {
 
 var _ setRevisions = (*Cache)(nil)
 
-func newProxies(m *metrics, log *slog.Logger, auth *streamAuth) *proxies {
+// newProxies returns an empty book over the sets of cache (nil: none).
+func newProxies(m *metrics, log *slog.Logger, auth *streamAuth, sets setRevisions) *proxies {
 	return &proxies{
-		log: log, metrics: m, auth: auth, idents: map[streamID]*url.URL{}, now: time.Now,
+		log: log, metrics: m, auth: auth, sets: sets, idents: map[streamID]*url.URL{}, now: time.Now,
 		streams: map[streamID]*proxyState{}, nodes: map[string]*proxyState{}, inUse: map[translate.View]int{},
 		wake: make(chan struct{}, 1),
 	}
@@ -183,12 +184,11 @@ func (p *proxies) opened(ctx context.Context, id streamID) error {
 
 // requestState is what the book reads of one request.
 type requestState struct {
-	names    int
+	// names are the names the type's subscription holds after the
+	// request: the stream's own map, which it replaces and never
+	// modifies. wildcard subscribes to everything besides.
+	names    map[string]struct{}
 	wildcard bool
-	// subscribed are the names a state-of-the-world request subscribes
-	// (a delta stream's are in subscribedSet).
-	subscribed    []string
-	subscribedSet map[string]struct{}
 	// nonce answers a response; version is the version it ACKs (state
 	// of the world: the request says it; delta: the response's).
 	nonce, version string
@@ -200,7 +200,7 @@ type requestState struct {
 // claims. An ACK is timed: every change a spoke observed that the ACKed
 // response brought the proxy is one observation of the propagation time.
 func (p *proxies) request(id streamID, node *adspb.Node, typeURL string, r requestState) (Proxy, error) {
-	names, wildcard, nonce, nack := r.names, r.wildcard, r.nonce, r.nack
+	nonce, nack := r.nonce, r.nack
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps, ok := p.streams[id]
@@ -242,17 +242,9 @@ func (p *proxies) request(id streamID, node *adspb.Node, typeURL string, r reque
 			ps.views = append(ps.views, v)
 		}
 	}
-	t.Subscribed, t.Wildcard = names, wildcard && (typeURL == resources.ListenerType || typeURL == resources.ClusterType)
-	switch {
-	case wildcard:
-		t.names = nil
-	case r.subscribedSet != nil:
-		t.names = r.subscribedSet
-	default:
-		t.names = make(map[string]struct{}, len(r.subscribed))
-		for _, n := range r.subscribed {
-			t.names[n] = struct{}{}
-		}
+	t.Subscribed, t.Wildcard, t.names = len(r.names), r.wildcard, r.names
+	if r.wildcard {
+		t.names = nil // every name
 	}
 	switch {
 	case nack != nil:
@@ -388,4 +380,62 @@ func (p *proxies) views() []translate.View {
 		})
 	}
 	return p.sorted
+}
+
+// status returns the connected proxies, sorted by ID, with each type's
+// sync state: what the book holds, and from the sets, whether a proxy
+// lacks a change it watches.
+func (p *proxies) status() []ProxyStatus {
+	type pending struct {
+		proxy         int
+		typeURL, view string
+		acked         uint64
+		watch         *typeState // what Behind reads: names, replaced and never changed
+		status        TypeStatus
+	}
+	pp := p
+	var todo []pending
+	pp.mu.Lock()
+	out := make([]ProxyStatus, 0, len(pp.streams))
+	for _, st := range pp.streams {
+		ps := ProxyStatus{
+			ID: st.ID, Identity: urlString(st.identity), Kind: st.Kind, Cluster: string(st.Cluster), Network: string(st.Network), Delta: st.Delta,
+			ConnectedAt: st.ConnectedAt, Types: make(map[string]TypeStatus, len(st.Types)),
+		}
+		if l := st.Locality; l != (resources.Locality{}) {
+			ps.Locality = l.Region + "/" + l.Zone + "/" + l.Subzone
+		}
+		for k, t := range st.Types {
+			todo = append(todo, pending{proxy: len(out), typeURL: k, view: t.view, acked: t.acked, watch: &typeState{names: t.names}, status: TypeStatus{
+				Subscribed: t.Subscribed, Wildcard: t.Wildcard, LastSent: t.LastSent, LastAck: t.LastAck, LastNack: t.LastNack,
+				NackReason: t.NackReason, Nacks: t.Nacks, SentVersion: t.SentVersion, AckedVersion: t.AckedVersion,
+			}})
+		}
+		out = append(out, ps)
+	}
+	pp.mu.Unlock()
+	// The cache is asked without the book's lock.
+	now := pp.now()
+	for _, d := range todo {
+		ts := d.status
+		switch {
+		case !ts.LastNack.IsZero() && ts.LastNack.After(ts.LastAck):
+			ts.State = StateNacked
+		case ts.SentVersion != ts.AckedVersion:
+			ts.State = StateStale
+		default:
+			ts.State = StateSynced
+		}
+		if ts.State != StateNacked && d.acked != 0 && pp.sets != nil {
+			if behind, since := pp.sets.Behind(d.typeURL, d.view, d.acked, d.watch.touches); behind {
+				ts.State = StateStale
+				if !since.IsZero() {
+					ts.BehindSeconds = max(now.Sub(since), 0).Seconds()
+				}
+			}
+		}
+		out[d.proxy].Types[d.typeURL] = ts
+	}
+	slices.SortFunc(out, func(a, b ProxyStatus) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }

@@ -63,7 +63,7 @@ func deltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
 	}
 	returned := w.sub.versions
 	next := make(map[string]string, len(returned))
-	r := &deltaResp{typeURL: w.typeURL, version: s.version, watch: w}
+	r := &deltaResp{typeURL: w.typeURL, version: s.version}
 	for name := range w.sub.names {
 		if e, ok := s.entries.get(name); ok {
 			next[name] = e.Version
@@ -74,7 +74,7 @@ func deltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
 			r.removed = append(r.removed, name)
 		}
 	}
-	return r.finish(next, always)
+	return r.finish(w, next, always)
 }
 
 // errFellBehind ends the stream of a wildcard client that cannot be
@@ -86,9 +86,9 @@ var errFellBehind = status.Error(codes.Unavailable, "the client fell further beh
 // address of its network). A client that said what it holds (its first
 // request, with or without initial resource versions) is compared with
 // every entry; after that it is known by the set revision it has, and
-// gets what changed since. It is then marked as holding the set's
-// revision: the cache answers under its lock, and the stream reads the
-// subscription again only after the response.
+// gets what changed since. The answer says the client holds the set's
+// revision once it has it (the stream applies it: the cache never writes
+// a subscription).
 func wildcardDeltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
 	s.track()
 	sub := w.sub
@@ -97,13 +97,13 @@ func wildcardDeltaResponse(w *deltaWatch, s *set, always bool) *deltaResp {
 	case sub.versions != nil:
 		r = s.compareAll(w, always)
 	case sub.set != s || sub.rev < s.floor:
-		sub.set = nil
-		return &deltaResp{typeURL: w.typeURL, err: errFellBehind}
+		return &deltaResp{typeURL: w.typeURL, err: errFellBehind, watch: w}
 	default:
 		r = s.changesSince(w, always)
 	}
-	sub.versions, sub.resend = nil, nil
-	sub.set, sub.rev = s, s.rev
+	if r != nil {
+		r.set, r.rev = s, s.rev
+	}
 	return r
 }
 
@@ -121,7 +121,7 @@ func (s *set) compareAll(w *deltaWatch, always bool) *deltaResp {
 			full = encodeFull(w.typeURL, s.version, s.byName())
 			s.full, s.fullRev = weak.Make(full), s.rev
 		}
-		return &deltaResp{typeURL: w.typeURL, version: s.version, encoded: full}
+		return &deltaResp{typeURL: w.typeURL, version: s.version, encoded: full, watch: w}
 	}
 	r := &deltaResp{typeURL: w.typeURL, version: s.version}
 	for _, e := range s.byName() { // sorted: finish's sort has nothing to do
@@ -134,7 +134,7 @@ func (s *set) compareAll(w *deltaWatch, always bool) *deltaResp {
 			r.removed = append(r.removed, name)
 		}
 	}
-	return r.finish(nil, always)
+	return r.finish(w, nil, always)
 }
 
 // changesSince answers a wildcard client that holds an earlier revision
@@ -149,7 +149,7 @@ func (s *set) changesSince(w *deltaWatch, always bool) *deltaResp {
 		if !always {
 			return nil
 		}
-		return &deltaResp{typeURL: w.typeURL, version: s.version}
+		return &deltaResp{typeURL: w.typeURL, version: s.version, watch: w}
 	}
 	r := &deltaResp{typeURL: w.typeURL, version: s.version}
 	consider := func(name string) {
@@ -181,7 +181,7 @@ func (s *set) changesSince(w *deltaWatch, always bool) *deltaResp {
 			consider(name)
 		}
 	}
-	return r.finish(nil, always)
+	return r.finish(w, nil, always)
 }
 
 // deltaAnswer returns what a new delta watch must be sent at once, or nil
@@ -190,13 +190,15 @@ func (s *set) deltaAnswer(w *deltaWatch) *deltaResp {
 	return deltaResponse(w, s, w.first && w.sub.wildcard)
 }
 
-func (r *deltaResp) finish(returned map[string]string, always bool) *deltaResp {
+// finish completes the answer of w, after which the proxy holds the
+// versions returned (by name), or nil when it need not be sent.
+func (r *deltaResp) finish(w *deltaWatch, returned map[string]string, always bool) *deltaResp {
 	if len(r.resources) == 0 && len(r.removed) == 0 && !always {
 		return nil
 	}
 	slices.SortFunc(r.resources, func(a, b *adspb.Resource) int { return strings.Compare(a.GetName(), b.GetName()) })
 	slices.Sort(r.removed)
-	r.returned = returned
+	r.watch, r.returned = w, returned
 	return r
 }
 
@@ -210,21 +212,24 @@ type response struct {
 	returned  map[string]string
 }
 
-// deltaResp is a delta response over shared, encoded resources, and the
-// versions the proxy holds once it has it.
+// deltaResp is a delta response over shared, encoded resources, and what
+// the proxy holds once it has it: the versions returned (by name), or the
+// set and its revision (wildcard).
 type deltaResp struct {
 	typeURL   string
 	version   string
 	resources []*adspb.Resource
 	removed   []string
 	returned  map[string]string
+	set       *set
+	rev       uint64
 	// encoded, when set, is the whole response already encoded (a
 	// wildcard client's first): resources are its.
 	encoded *encodedResponse
 	// err ends the stream instead of answering it.
 	err error
-	// watch is the watch a by-name answer answers (nil for a wildcard
-	// one): only the type's open watch's answer is sent.
+	// watch is the watch the answer answers: only the type's open
+	// watch's answer is sent.
 	watch *deltaWatch
 }
 

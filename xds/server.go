@@ -137,13 +137,12 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, erro
 	s.metrics = newMetrics(reg, s.encodes.Load)
 	s.refusals = newRefusals(s.metrics.refused, log, cfg.Clock)
 	s.limiter = newStreamLimiter(cfg.StreamRate, cfg.StreamBurst, cfg.LimitLoopback, cfg.Clock)
+	s.cache = NewCache()
 	s.proxies = newProxies(s.metrics, log, &streamAuth{
 		required:  cfg.TLS != nil && cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert,
 		authorize: cfg.Authorize,
 		refusals:  s.refusals,
-	})
-	s.cache = NewCache()
-	s.proxies.sets = s.cache
+	}, s.cache)
 	if reg != nil {
 		reg.MustRegister(behindCollector{s})
 	}

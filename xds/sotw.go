@@ -46,7 +46,9 @@ type sotwSubscription struct {
 	wildcard bool
 	// legacy is true while the proxy has named no resource: an empty
 	// request means everything for the types that allow it.
-	legacy   bool
+	legacy bool
+	// names is replaced by each request, never modified: the proxy book
+	// reads the same map, from other goroutines.
 	names    map[string]struct{}
 	returned map[string]string
 }
@@ -132,25 +134,33 @@ func (st *sotwStream) request(req *adspb.DiscoveryRequest) error {
 		st.node = req.GetNode()
 	}
 	names := req.GetResourceNames()
-	// The book sees every request, stale ones too: an ACK is an ACK.
-	p, err := st.h.proxies.request(st.id, st.node, typeURL, requestState{
-		names: len(names), wildcard: len(names) == 0, subscribed: names,
-		nonce: req.GetResponseNonce(), version: req.GetVersionInfo(), nack: req.GetErrorDetail(),
-	})
-	if err != nil {
-		return err
-	}
+	// A request that answers an earlier response than the type's latest
+	// (a stale nonce) changes nothing: the proxy answers the latest with
+	// its whole subscription again.
+	stale := t != nil && t.nonce != "" && req.GetResponseNonce() != t.nonce
+	var sub *sotwSubscription
 	switch {
 	case t == nil:
-		t = &sotwType{sub: newSotwSubscription(names, legacyWildcard(typeURL))}
-		st.types[typeURL] = t
-	case t.nonce != "" && req.GetResponseNonce() != t.nonce:
-		// It answers an earlier response; the proxy answers the latest
-		// with its whole subscription again.
-		return nil
+		sub = newSotwSubscription(names, legacyWildcard(typeURL))
+	case stale:
+		sub = t.sub
 	default:
 		t.cancel()
 		t.sub.update(names)
+		sub = t.sub
+	}
+	// The book sees every request, stale ones too: an ACK is an ACK.
+	p, err := st.h.proxies.request(st.id, st.node, typeURL, requestState{
+		names: sub.names, wildcard: sub.wildcard, nonce: req.GetResponseNonce(), version: req.GetVersionInfo(), nack: req.GetErrorDetail(),
+	})
+	switch {
+	case err != nil:
+		return err
+	case t == nil:
+		t = &sotwType{sub: sub}
+		st.types[typeURL] = t
+	case stale:
+		return nil
 	}
 	view := translate.ViewFor(typeURL, p.View()).Key
 	t.watch = &sotwWatch{typeURL: typeURL, first: req.GetResponseNonce() == "", sub: t.sub, ch: st.responses}

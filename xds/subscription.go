@@ -1,5 +1,7 @@
 package xds
 
+import "maps"
+
 // wildcardName is the resource name that subscribes to everything.
 const wildcardName = "*"
 
@@ -9,18 +11,19 @@ const wildcardName = "*"
 // (envoyproxy.io xds_protocol, "How the client specifies what resources to
 // return"), as go-control-plane's stream.Subscription does.
 //
-// The stream's goroutine owns it, and lends it to the cache while a watch
-// is open: the cache may update versions in place when it answers the
-// watch (a ztunnel holds every address of its network, and a copy per
-// response would cost as much as the push), and the stream reads it again
-// only after the response or the watch's cancellation, both of which the
-// cache's lock orders after that write.
+// The stream's goroutine owns it and is its only writer. The cache reads
+// it, under its lock, while a watch is open; the stream cancels the
+// type's watch before it changes the subscription, and an answer carries
+// what the proxy holds once it has it, which the stream applies when it
+// sends it (answered).
 type subscription struct {
 	wildcard bool
 	// legacy is true while the proxy has subscribed no name: an empty
 	// first request means everything for the types that allow it.
 	legacy bool
-	names  map[string]struct{}
+	// names is replaced on change, never modified: the proxy book reads
+	// the same map, from other goroutines.
+	names map[string]struct{}
 	// versions are the versions of the resources the proxy holds, by
 	// name: for a subscription by name, and for a wildcard one until its
 	// first response (what it said it holds, or nothing).
@@ -62,6 +65,9 @@ func (s *subscription) update(subscribe, unsubscribe []string) {
 		// stays wildcard until "*" is unsubscribed.
 		s.legacy = false
 	}
+	if len(subscribe) > 0 || len(unsubscribe) > 0 {
+		s.names = maps.Clone(s.names)
+	}
 	for _, name := range subscribe {
 		if name == wildcardName {
 			s.wildcard = true
@@ -91,6 +97,18 @@ func (s *subscription) update(subscribe, unsubscribe []string) {
 		}
 		delete(s.names, name)
 	}
+}
+
+// answered records what the proxy holds once it has r, an answer of the
+// subscription's watch: the versions it returned (by name), or the set
+// revision it brought (wildcard).
+func (s *subscription) answered(r *deltaResp) {
+	if r.set == nil {
+		s.versions = r.returned
+		return
+	}
+	s.versions, s.resend = nil, nil
+	s.set, s.rev = r.set, r.rev
 }
 
 // ask makes a wildcard client's next response say whether name exists.
