@@ -85,7 +85,7 @@ func serveStream[Req, Resp any](ctx context.Context, h *streamHandler, id stream
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	reqs := receive(ctx, recv)
+	reqs, _ := adspb.Receive(ctx, recv)
 	defer func() {
 		cancel()
 		st.cancel()
@@ -127,29 +127,6 @@ func drain[Resp any](responses <-chan Resp, respond func(Resp) error) error {
 			return nil
 		}
 	}
-}
-
-// receive reads requests into a channel until ctx ends or the stream
-// breaks (then it closes the channel). It does not outlive the stream:
-// gRPC ends a stream's Recv once its handler returns, and the handler
-// cancels ctx as it returns.
-func receive[R any](ctx context.Context, recv func() (*R, error)) <-chan *R {
-	reqs := make(chan *R)
-	go func() {
-		defer close(reqs)
-		for {
-			req, err := recv()
-			if err != nil {
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return reqs
 }
 
 // admit waits until the server serves (the first snapshot is pushed), and

@@ -173,23 +173,9 @@ type subscription struct {
 // istiod asked with, and carries the resources as built (Anys of
 // istio.mcp.v1alpha1.Resource).
 func (s *Server) StreamAggregatedResources(stream adspb.StreamServer) error {
-	ctx := stream.Context()
-	reqs := make(chan *adspb.DiscoveryRequest)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			req, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	reqs, recvErr := adspb.Receive(ctx, stream.Recv)
 
 	subs := map[string]*subscription{}
 	nonces := 0
@@ -216,13 +202,14 @@ func (s *Server) StreamAggregatedResources(stream adspb.StreamServer) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-recvErr:
-			if status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
+		case <-changed:
+		case req, ok := <-reqs:
+			if !ok {
+				if err := recvErr(); err != nil && status.Code(err) != codes.Canceled && !errors.Is(err, context.Canceled) {
+					return err
+				}
 				return nil
 			}
-			return err
-		case <-changed:
-		case req := <-reqs:
 			typ := req.GetTypeUrl()
 			sub, ok := subs[typ]
 			switch {
