@@ -19,6 +19,18 @@
 // which meshfed-spoke does not link: the Lease is read and written through
 // a REST client whose scheme holds coordination/v1 alone.
 //
+// What that saves, measured with client-go v0.37.2 on linux/amd64: linking
+// tools/leaderelection and tools/leaderelection/resourcelock, even unused
+// (a file of this package importing both for their side effects), makes
+// meshfed-spoke 47.5 MB instead of 32.1 MB, and its resident memory once
+// started 26.5 MiB instead of 17.1 MiB (the median of five runs of
+// `meshfed-spoke --version` under `/usr/bin/time -f %M`: package init
+// registers every API group in the clientset's scheme). Both binaries were
+// built with `CGO_ENABLED=0 go build -trimpath -tags grpcnotrace
+// ./cmd/meshfed-spoke`. A spoke runs in every cluster, several per cluster
+// under election; 300 lines of algorithm, tested against a real API
+// server, cost less than 9 MiB in each of them.
+//
 // Invariants:
 //   - [Elector.Leading] turns false before the leader's work is told to
 //     stop, and the lease is released (on shutdown) only after that work
