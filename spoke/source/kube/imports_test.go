@@ -32,6 +32,7 @@ import (
 	"github.com/meshfed/meshfed/internal/kubetest"
 	"github.com/meshfed/meshfed/spoke/imports"
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 	"github.com/meshfed/meshfed/spoke/source/kube/importwriter"
 )
 
@@ -62,7 +63,7 @@ func runImports(t testing.TB, c *kubetest.Cluster, store *imports.Store, opts ..
 		r.link = r.store.Link("hub-test")
 		r.link.Start()
 	}
-	cfg := Config{Options: testOptions, Imports: r.store, Metrics: r.reg, DiscoveryInterval: 50 * time.Millisecond}
+	cfg := Config{Options: normalizetest.Options, Imports: r.store, Metrics: r.reg, DiscoveryInterval: 50 * time.Millisecond}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -402,7 +403,7 @@ func TestImportsWritten(t *testing.T) {
 		t.Errorf("a service that is no MCS import is reported held: %v", h)
 	}
 
-	// The namespace created later gets its import.
+	// The namespace normalizetest.Created later gets its import.
 	createNamespace(t, c, "later")
 	poll(t, "later/echo imported", func() bool { return endpointsOf(importSlices(t, c, "later", "echo")) == 1202 })
 	checkHeld(t, r.store, "later/echo", &federationpb.HeldImport{Namespace: "later", Name: "echo", Ips: wantSpec.IPs, Clusters: []string{"north", "west"}})

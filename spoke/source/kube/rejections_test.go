@@ -23,6 +23,7 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/internal/kubetest"
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/shard/shardtest"
 )
@@ -107,12 +108,12 @@ func TestRejectedObjectsOnAPIServer(t *testing.T) {
 
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	src, err := NewForConfig(c.Config, Config{Options: testOptions}, log)
+	src, err := NewForConfig(c.Config, Config{Options: normalizetest.Options}, log)
 	must(t, err)
 	var written sync.Map // event name → *corev1.Event
 	src.eventWritten = func(ev *corev1.Event) { written.Store(ev.Name, ev) }
 	tr := newTrackedShard()
-	builder := shard.NewBuilder(testOptions, tr.Tracker, log.With("component", "builder"), shard.WithReporter(src))
+	builder := shard.NewBuilder(normalizetest.Options, tr.Tracker, log.With("component", "builder"), shard.WithReporter(src))
 	m := &mirror{endpoints: map[string]bool{}}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

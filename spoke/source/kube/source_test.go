@@ -26,6 +26,7 @@ import (
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/source/kube/importwriter"
 )
@@ -196,13 +197,13 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 		})
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h.src = New(fakeAPI(h.kube, h.mcs), Config{Options: testOptions}, log)
+	h.src = New(fakeAPI(h.kube, h.mcs), Config{Options: normalizetest.Options}, log)
 	h.src.statusRetry = time.Millisecond
 	h.src.statusSynced = func(key string, updated bool, err error) { h.status <- statusEvent{key, updated, err} }
 	for _, o := range opts {
 		o(h)
 	}
-	builder := shard.NewBuilder(testOptions, h.tracker.Tracker, log.With("component", "builder"), shard.WithReporter(h.src))
+	builder := shard.NewBuilder(normalizetest.Options, h.tracker.Tracker, log.With("component", "builder"), shard.WithReporter(h.src))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	resyncs := make(chan error, 1)
@@ -325,7 +326,7 @@ func (h *harness) converge(t *testing.T) {
 	t.Helper()
 	deadline := time.After(waitTimeout)
 	for {
-		want := fullShard(t, betaInputs(h.objects(t)), testOptions)
+		want := fullShard(t, normalizetest.InputsOf(h.objects(t)), normalizetest.Options)
 		h.tracker.Reconnected(false, 0)
 		got := sortedFull(t, h.tracker)
 		diff := cmp.Diff(want, got, protocmp.Transform())
@@ -379,13 +380,13 @@ func everyObject(objs []runtime.Object) []normalize.Change {
 }
 
 func TestInitialSync(t *testing.T) {
-	objs := cluster()
+	objs := normalizetest.Cluster()
 	h := start(t, objs)
 	u := h.started(t)
 	if diff := cmp.Diff(everyObject(objs), u.changes); diff != "" {
 		t.Errorf("initial changes (-want +got):\n%s", diff)
 	}
-	want := fullShard(t, betaInputs(objs), testOptions)
+	want := fullShard(t, normalizetest.InputsOf(objs), normalizetest.Options)
 	if diff := cmp.Diff(want, sortedFull(t, h.tracker), protocmp.Transform()); diff != "" {
 		t.Errorf("initial shard (-want +got):\n%s", diff)
 	}
@@ -393,7 +394,7 @@ func TestInitialSync(t *testing.T) {
 }
 
 func TestFollowsChanges(t *testing.T) {
-	h := start(t, cluster())
+	h := start(t, normalizetest.Cluster())
 	h.started(t)
 	h.converge(t)
 	ctx := t.Context()
@@ -433,7 +434,7 @@ func TestFollowsChanges(t *testing.T) {
 			must(t, exports.ServiceExports("demo").Delete(ctx, "echo", metav1.DeleteOptions{}))
 		}, []normalize.Change{change(normalize.KindServiceExport, "demo", "echo")}},
 		{"export again", func() {
-			_, err := exports.ServiceExports("demo").Create(ctx, export("demo", "echo"), metav1.CreateOptions{})
+			_, err := exports.ServiceExports("demo").Create(ctx, normalizetest.Export("demo", "echo"), metav1.CreateOptions{})
 			must(t, err)
 		}, []normalize.Change{change(normalize.KindServiceExport, "demo", "echo")}},
 		{"a pod turns not ready", func() {
@@ -497,7 +498,7 @@ func TestFollowsChanges(t *testing.T) {
 }
 
 func TestIgnoresWhatTheCacheDoesNotKeep(t *testing.T) {
-	h := start(t, cluster())
+	h := start(t, normalizetest.Cluster())
 	h.started(t)
 	ctx := t.Context()
 	pods := h.kube.CoreV1().Pods("demo")
@@ -524,12 +525,12 @@ func TestIgnoresWhatTheCacheDoesNotKeep(t *testing.T) {
 
 func TestBatching(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	h := start(t, []runtime.Object{namespace("demo", nil)}, withClock(clk))
+	h := start(t, []runtime.Object{normalizetest.Namespace("demo", nil)}, withClock(clk))
 	h.started(t)
 	ctx := t.Context()
 	services := h.kube.CoreV1().Services("demo")
 	create := func(name string) {
-		_, err := services.Create(ctx, service("demo", name, nil, nil, corev1.ServiceSpec{}), metav1.CreateOptions{})
+		_, err := services.Create(ctx, normalizetest.Service("demo", name, nil, nil, corev1.ServiceSpec{}), metav1.CreateOptions{})
 		must(t, err)
 	}
 	svc := func(name string) normalize.Change {
@@ -564,7 +565,7 @@ func TestBatching(t *testing.T) {
 }
 
 func TestWithoutServiceExportCRD(t *testing.T) {
-	objs := cluster()
+	objs := normalizetest.Cluster()
 	h := start(t, objs, withoutServiceExports)
 	h.started(t)
 	// The label still exports edge/cache; demo/echo's export is unseen.

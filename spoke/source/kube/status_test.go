@@ -15,6 +15,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 )
 
 // nextStatus waits for the next status check of key. Checks of other
@@ -72,7 +73,7 @@ func checkValid(t *testing.T, got metav1.Condition, status metav1.ConditionStatu
 }
 
 func TestServiceExportStatus(t *testing.T) {
-	h := start(t, cluster())
+	h := start(t, normalizetest.Cluster())
 	h.started(t)
 	for _, key := range []string{"demo/echo", "demo/ext", "demo/ghost"} {
 		if e := h.nextStatus(t, key); !e.updated || e.err != nil {
@@ -95,12 +96,12 @@ func TestServiceExportStatus(t *testing.T) {
 // A restarted spoke finds the conditions it wrote: it writes nothing until
 // an export's validity changes.
 func TestServiceExportStatusNotRewritten(t *testing.T) {
-	objs := cluster()
-	in := betaInputs(objs)
+	objs := normalizetest.Cluster()
+	in := normalizetest.InputsOf(objs)
 	for _, o := range objs {
 		if se, ok := o.(*mcsv1beta1.ServiceExport); ok {
-			_, st, _ := normalize.Service(in, testOptions, se.Namespace, se.Name)
-			c, _ := validCondition(st, se.Generation, created.Time)
+			_, st, _ := normalize.Service(in, normalizetest.Options, se.Namespace, se.Name)
+			c, _ := validCondition(st, se.Generation, normalizetest.Created.Time)
 			se.Status.Conditions = append(se.Status.Conditions, c)
 		}
 	}
@@ -133,7 +134,7 @@ func TestServiceExportStatusNotRewritten(t *testing.T) {
 		t.Fatalf("check after the Service was deleted: %+v, want a write", e)
 	}
 	checkValid(t, h.valid(t, "demo", "echo"), metav1.ConditionFalse, normalize.ReasonNoService)
-	_, err = services.Create(ctx, service("demo", "ghost", nil, nil, corev1.ServiceSpec{ClusterIP: "10.96.0.40"}), metav1.CreateOptions{})
+	_, err = services.Create(ctx, normalizetest.Service("demo", "ghost", nil, nil, corev1.ServiceSpec{ClusterIP: "10.96.0.40"}), metav1.CreateOptions{})
 	must(t, err)
 	if e := h.nextStatus(t, "demo/ghost"); !e.updated {
 		t.Fatalf("check after the ghost's Service appeared: %+v, want a write", e)
@@ -148,9 +149,9 @@ func TestServiceExportStatusRetries(t *testing.T) {
 	var failures atomic.Int32
 	failures.Store(2)
 	h := start(t, []runtime.Object{
-		namespace("demo", nil),
-		service("demo", "echo", nil, nil, corev1.ServiceSpec{ClusterIP: "10.96.0.10"}),
-		export("demo", "echo"),
+		normalizetest.Namespace("demo", nil),
+		normalizetest.Service("demo", "echo", nil, nil, corev1.ServiceSpec{ClusterIP: "10.96.0.10"}),
+		normalizetest.Export("demo", "echo"),
 	}, func(h *harness) {
 		h.mcs.PrependReactor("update", "serviceexports", func(a clienttesting.Action) (bool, runtime.Object, error) {
 			if a.GetSubresource() == "status" && failures.Add(-1) >= 0 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 )
 
 // transformFunc returns the informer transform of obj's kind.
@@ -66,11 +67,11 @@ func transformAll[T any](t *testing.T, objs []T) []any {
 // normalizing the cached objects gives what normalizing the API server's
 // objects gives.
 func TestTransformKeepsWhatNormalizeReads(t *testing.T) {
-	objs := cluster()
-	before, after := betaInputs(objs), betaInputs(transformAll(t, objs))
+	objs := normalizetest.Cluster()
+	before, after := normalizetest.InputsOf(objs), normalizetest.InputsOf(transformAll(t, objs))
 	for _, policy := range []normalize.ExportPolicy{normalize.ExportExported, normalize.ExportAll} {
 		t.Run(string(policy), func(t *testing.T) {
-			opts := testOptions
+			opts := normalizetest.Options
 			opts.Export = policy
 			want, got := fullShard(t, before, opts), fullShard(t, after, opts)
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
@@ -84,8 +85,8 @@ func TestTransformKeepsWhatNormalizeReads(t *testing.T) {
 	// Pods behind no exported service, and the export decisions.
 	for _, p := range before.Pods("") {
 		pa, _ := after.Pod(p.Namespace, p.Name)
-		want, wantErr := normalize.Workload(before, testOptions, normalize.PodOf(p))
-		got, gotErr := normalize.Workload(after, testOptions, pa)
+		want, wantErr := normalize.Workload(before, normalizetest.Options, normalize.PodOf(p))
+		got, gotErr := normalize.Workload(after, normalizetest.Options, pa)
 		if wantErr != nil || gotErr != nil {
 			t.Errorf("workload of pod %s/%s: errors %v, %v", p.Namespace, p.Name, wantErr, gotErr)
 		}
@@ -94,8 +95,8 @@ func TestTransformKeepsWhatNormalizeReads(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"echo", "db", "ext", "ghost"} {
-		_, want, _ := normalize.Service(before, testOptions, "demo", name)
-		_, got, _ := normalize.Service(after, testOptions, "demo", name)
+		_, want, _ := normalize.Service(before, normalizetest.Options, "demo", name)
+		_, got, _ := normalize.Service(after, normalizetest.Options, "demo", name)
 		if want != got {
 			t.Errorf("export status of demo/%s = %+v, want %+v", name, got, want)
 		}
@@ -146,7 +147,7 @@ func checkFixtureShard(t *testing.T, u *federationpb.ShardUpdate) {
 }
 
 func TestTransformDropsTheRest(t *testing.T) {
-	objs := cluster()
+	objs := normalizetest.Cluster()
 	for i, o := range transformAll(t, objs) {
 		m := o.(metav1.Object)
 		if m.GetManagedFields() != nil || m.GetFinalizers() != nil {
