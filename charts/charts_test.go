@@ -577,8 +577,8 @@ func checkAntiAffinity(t *testing.T, d appsv1.Deployment, mode string) {
 }
 
 // spokeRules is every permission the spoke may have: what spoke/source/kube
-// lists and watches, the ServiceExport status it updates, the Events it
-// records on the objects it rejects, and the imports it writes
+// lists and watches, and what spoke/writeback writes: the ServiceExport
+// status, the Events of the objects the spoke rejects, and the imports
 // (ServiceImports, their status, the MCS EndpointSlices).
 var spokeRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"services", "pods", "nodes", "namespaces"}, Verbs: []string{"list", "watch"}},

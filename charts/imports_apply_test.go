@@ -15,8 +15,10 @@ import (
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/spoke/imports"
+	"github.com/meshfed/meshfed/spoke/kubeclient"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/source/kube"
+	"github.com/meshfed/meshfed/spoke/writeback"
 )
 
 // The grants the import writer needs are exercised by the spoke's
@@ -51,15 +53,20 @@ func runImportWriter(t *testing.T, rc *rest.Config, clusterID, log string, set .
 	link := store.Link("hub-test")
 	link.Start()
 	link.Received(&federationpb.Imports{Full: true, Imports: set})
-	src, err := kube.NewForConfig(rc, kube.Config{
-		Options: normalize.Options{ClusterID: clusterID, Network: "n1"}, Imports: store,
-	}, slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	logger := slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	clients, err := kubeclient.New(rc, kubeclient.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts := normalize.Options{ClusterID: clusterID, Network: "n1"}
+	src := kube.New(kube.NewAPI(clients), kube.Config{Options: opts, DiscoverImports: true}, logger)
+	wb := writeback.New(src, writeback.NewAPI(clients), writeback.Config{Options: opts, Imports: store}, logger)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, func(normalize.Inputs, []normalize.Change) {}) }()
+	done := make(chan error, 2)
+	go func() {
+		done <- src.Run(ctx, func(_ normalize.Inputs, changes []normalize.Change) { wb.Changed(changes) })
+	}()
+	go func() { done <- wb.Run(ctx) }()
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -67,8 +74,10 @@ func runImportWriter(t *testing.T, rc *rest.Config, clusterID, log string, set .
 		}
 		stopped = true
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("source: %v", err)
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("source or write-back: %v", err)
+			}
 		}
 		_ = f.Close()
 	}

@@ -3,6 +3,7 @@ package spoke
 import (
 	"flag"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -87,22 +88,22 @@ func TestNewSource(t *testing.T) {
 	cfg.ClusterID = "east"
 
 	cfg.Manifests = dir
-	if src, err := newSource(cfg, nil, nil, nil); err != nil {
+	if src, wb, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Errorf("--manifests: %v", err)
-	} else if _, ok := src.(*file.Source); !ok {
-		t.Errorf("--manifests: source %T, want the file source", src)
+	} else if _, ok := src.(*file.Source); !ok || wb != nil {
+		t.Errorf("--manifests: source %T and write-back %v, want the file source and none", src, wb)
 	}
 
 	cfg.Manifests, cfg.Kubeconfig = "", path
-	if src, err := newSource(cfg, nil, nil, nil); err != nil {
+	if src, wb, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Errorf("--kubeconfig: %v", err)
-	} else if _, ok := src.(*kube.Source); !ok {
-		t.Errorf("--kubeconfig: source %T, want the kube source", src)
+	} else if _, ok := src.(*kube.Source); !ok || wb == nil {
+		t.Errorf("--kubeconfig: source %T and write-back %v, want the kube source and its write-back", src, wb)
 	}
 
 	// A QPS without a burst: client-go refuses a zero burst, the source derives one.
 	cfg.KubeQPS = 500
-	if _, err := newSource(cfg, nil, nil, nil); err != nil {
+	if _, _, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Errorf("--kube-qps 500: %v", err)
 	}
 	cfg.KubeQPS, cfg.KubeBurst = -1, 0
@@ -113,7 +114,7 @@ func TestNewSource(t *testing.T) {
 	cfg.KubeQPS = 0
 
 	cfg.Kubeconfig = filepath.Join(dir, "missing")
-	if _, err := newSource(cfg, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
+	if _, _, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
 		t.Errorf("missing kubeconfig: %v, want an error naming --kubeconfig", err)
 	}
 }

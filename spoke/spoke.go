@@ -27,12 +27,14 @@ import (
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/version"
 	"github.com/meshfed/meshfed/spoke/imports"
+	"github.com/meshfed/meshfed/spoke/kubeclient"
 	"github.com/meshfed/meshfed/spoke/mcp"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/source/file"
 	"github.com/meshfed/meshfed/spoke/source/kube"
 	"github.com/meshfed/meshfed/spoke/uplink"
+	"github.com/meshfed/meshfed/spoke/writeback"
 )
 
 // Spoke is a configured spoke, ready to run.
@@ -42,7 +44,10 @@ type Spoke struct {
 	tracker *shard.Tracker
 	builder *shard.Builder
 	source  source
-	hubs    *hubSet
+	// writeBack writes into the cluster what the spoke and the clusterset
+	// decided; nil for the file source, which writes nothing.
+	writeBack *writeback.WriteBack
+	hubs      *hubSet
 	// metrics is what the debug server's /metrics serves.
 	metrics *prometheus.Registry
 	// keyPair and cas are the TLS material every hub link shares; nil
@@ -85,9 +90,8 @@ type source interface {
 }
 
 var (
-	_ source         = (*file.Source)(nil)
-	_ source         = (*kube.Source)(nil)
-	_ shard.Reporter = (*kube.Source)(nil)
+	_ source = (*file.Source)(nil)
+	_ source = (*kube.Source)(nil)
 )
 
 // New builds a spoke from cfg. It does not connect yet.
@@ -119,7 +123,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	if cfg.Manifests == "" { // the file source writes nothing
 		writes = store
 	}
-	src, err := newSource(cfg, writes, metrics, log.With("component", "source"), el.holdWrites()...)
+	src, wb, err := newSource(cfg, writes, metrics, log, el.holdWrites()...)
 	if err != nil {
 		return nil, err
 	}
@@ -134,17 +138,18 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	}
 	t := shard.NewTracker()
 	s := &Spoke{
-		cfg:      cfg,
-		log:      log,
-		tracker:  t,
-		builder:  shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), builderOptions(src, metrics)...),
-		source:   src,
-		metrics:  metrics,
-		keyPair:  kp,
-		cas:      cas,
-		election: el,
-		imports:  store,
-		writes:   writes != nil,
+		cfg:       cfg,
+		log:       log,
+		tracker:   t,
+		builder:   shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), builderOptions(wb, metrics)...),
+		source:    src,
+		writeBack: wb,
+		metrics:   metrics,
+		keyPair:   kp,
+		cas:       cas,
+		election:  el,
+		imports:   store,
+		writes:    writes != nil,
 	}
 	if cfg.MCPAddr != "" {
 		s.mcp, err = mcp.New(mcp.Config{
@@ -245,12 +250,12 @@ func loadTLS(cfg Config, log *slog.Logger) (*pki.KeyPair, *pki.Bundle, error) {
 }
 
 // builderOptions has the builder record its metrics in metrics and report
-// rejected objects to the source, when the source records them (the kube
-// source does, as Events and ServiceExport conditions).
-func builderOptions(src source, metrics prometheus.Registerer) []shard.BuilderOption {
+// rejected objects to the write-back, when there is one (it records them
+// as Events and ServiceExport conditions).
+func builderOptions(wb *writeback.WriteBack, metrics prometheus.Registerer) []shard.BuilderOption {
 	opts := []shard.BuilderOption{shard.WithMetrics(metrics)}
-	if r, ok := src.(shard.Reporter); ok {
-		opts = append(opts, shard.WithReporter(r))
+	if wb != nil {
+		opts = append(opts, shard.WithReporter(wb))
 	}
 	return opts
 }
@@ -262,10 +267,18 @@ func (s *Spoke) Run(ctx context.Context) error {
 	g.Go(func() error {
 		return s.source.Run(ctx, func(in normalize.Inputs, changes []normalize.Change) {
 			s.builder.Apply(in, changes)
+			if s.writeBack != nil {
+				s.writeBack.Changed(changes)
+			}
 			s.synced.Store(true)
 		})
 	})
 	g.Go(func() error { return s.builder.Run(ctx) })
+	if s.writeBack != nil {
+		// A standby writes too, its requests held until it leads
+		// (leader.Elector.HoldWrites).
+		g.Go(func() error { return s.writeBack.Run(ctx) })
+	}
 	if s.mcp != nil {
 		// Only the leader hears from the hubs: a standby's server answers
 		// with nothing once InitialWait is over. istiod's config source
@@ -294,28 +307,28 @@ func (s *Spoke) Run(ctx context.Context) error {
 }
 
 // newSource returns the source cfg selects (Validate has checked that it
-// selects one); wrap wraps the transport of a Kubernetes source, which
-// writes the imports of store into the cluster and registers its metrics
-// in metrics.
-func newSource(cfg Config, store *imports.Store, metrics prometheus.Registerer, log *slog.Logger, wrap ...transport.WrapperFunc) (source, error) {
+// selects one), and for a Kubernetes source the write-back into its
+// cluster, which writes the imports of store and registers its metrics in
+// metrics; wrap wraps the transport of both.
+func newSource(cfg Config, store *imports.Store, metrics prometheus.Registerer, log *slog.Logger, wrap ...transport.WrapperFunc) (source, *writeback.WriteBack, error) {
 	if cfg.Manifests != "" {
-		return file.New(cfg.Manifests, log), nil
+		return file.New(cfg.Manifests, log.With("component", "source")), nil, nil
 	}
 	rc, err := restConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, w := range wrap {
 		rc.Wrap(w)
 	}
-	src, err := kube.NewForConfig(rc, kube.Config{
-		Options: cfg.normalizeOptions(), Imports: store, Metrics: metrics,
-		ImportQPS: cfg.ImportQPS, ImportBurst: cfg.ImportBurst,
-	}, log)
+	clients, err := kubeclient.New(rc, kubeclient.Options{ImportQPS: float32(cfg.ImportQPS), ImportBurst: cfg.ImportBurst, Log: log.With("component", "imports")})
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes source: %w", err)
+		return nil, nil, fmt.Errorf("kubernetes source: %w", err)
 	}
-	return src, nil
+	opts := cfg.normalizeOptions()
+	src := kube.New(kube.NewAPI(clients), kube.Config{Options: opts, DiscoverImports: store != nil}, log.With("component", "source"))
+	wb := writeback.New(src, writeback.NewAPI(clients), writeback.Config{Options: opts, Imports: store, Metrics: metrics}, log.With("component", "writeback"))
+	return src, wb, nil
 }
 
 // restConfig returns the config of the API server of cfg's Kubernetes

@@ -32,6 +32,31 @@ func (s *Set) Import(key string) (*federationpb.Import, bool) {
 	return im, ok
 }
 
+// Changed calls fn with the key of each import that differs between prev
+// and s, a later set: added, replaced or removed. A set's imports are
+// replaced, never modified, so a changed import is another pointer. With
+// no prev, every import of s is changed.
+func (s *Set) Changed(prev *Set, fn func(key string)) {
+	var before map[string]*federationpb.Import
+	if prev != nil {
+		before = prev.Imports
+	}
+	var after map[string]*federationpb.Import
+	if s != nil {
+		after = s.Imports
+	}
+	for k, im := range after {
+		if before[k] != im {
+			fn(k)
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			fn(k)
+		}
+	}
+}
+
 // Store holds every hub link's imports and what the cluster holds. It is
 // safe for concurrent use.
 type Store struct {

@@ -130,3 +130,24 @@ func TestHeldReportsFullThenChanges(t *testing.T) {
 		t.Fatalf("%d chunks with %d imports, want several with 51", len(r), n)
 	}
 }
+
+func TestSetChanged(t *testing.T) {
+	a, b, b2, c := &federationpb.Import{Name: "a"}, &federationpb.Import{Name: "b"}, &federationpb.Import{Name: "b"}, &federationpb.Import{Name: "c"}
+	prev := &Set{Imports: map[string]*federationpb.Import{"ns/a": a, "ns/b": b, "ns/c": c}}
+	next := &Set{Imports: map[string]*federationpb.Import{"ns/a": a, "ns/b": b2, "ns/d": c}}
+	changed := func(s, prev *Set) []string {
+		var out []string
+		s.Changed(prev, func(k string) { out = append(out, k) })
+		slices.Sort(out)
+		return out
+	}
+	if got := changed(next, prev); !slices.Equal(got, []string{"ns/b", "ns/c", "ns/d"}) {
+		t.Errorf("changed %v, want b (replaced), c (removed) and d (added)", got)
+	}
+	if got := changed(next, nil); !slices.Equal(got, []string{"ns/a", "ns/b", "ns/d"}) {
+		t.Errorf("changed from nothing %v, want every import", got)
+	}
+	if got := changed(next, next); len(got) != 0 {
+		t.Errorf("changed from itself %v", got)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/meshfed/meshfed/spoke/kubeclient"
 )
 
 // TestMCSServed: discovery over the REST client finds the version each MCS
@@ -66,11 +68,11 @@ func TestMCSServed(t *testing.T) {
 			}))
 			defer srv.Close()
 			// No retries of the 503: the source retries discovery itself.
-			api, err := NewAPI(&rest.Config{Host: srv.URL, QPS: -1}, APIOptions{})
+			clients, err := kubeclient.New(&rest.Config{Host: srv.URL, QPS: -1}, kubeclient.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := api.MCS.Served(context.Background())
+			got, err := NewAPI(clients).MCS.Served(context.Background())
 			if got != tc.want || (err != nil) != tc.err {
 				t.Errorf("Served() = %+v, %v; want %+v, error %v", got, err, tc.want, tc.err)
 			}

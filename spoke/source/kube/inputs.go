@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -47,7 +48,46 @@ func (c *caches) exportsIndex() cache.Indexer {
 	return nil
 }
 
-var _ normalize.Inputs = (*caches)(nil)
+// Tables are a source's caches, for the packages that read them besides
+// normalization (the write-back): safe for concurrent use, and what they
+// return is never modified.
+type Tables interface {
+	normalize.Inputs
+	// ServiceExportKeys lists the cached ServiceExports' keys
+	// (namespace/name), none while the cluster does not serve them.
+	ServiceExportKeys() []string
+	// UID returns the uid of a cached Service, EndpointSlice (by its own
+	// name) or Pod.
+	UID(kind normalize.Kind, namespace, name string) (types.UID, bool)
+}
+
+var _ Tables = (*caches)(nil)
+
+func (c *caches) ServiceExportKeys() []string {
+	if idx := c.exportsIndex(); idx != nil {
+		return idx.ListKeys()
+	}
+	return nil
+}
+
+func (c *caches) UID(kind normalize.Kind, namespace, name string) (types.UID, bool) {
+	key := namespace + "/" + name
+	switch kind {
+	case normalize.KindService:
+		if s, ok := get[corev1.Service](c.services, key); ok {
+			return s.UID, true
+		}
+	case normalize.KindEndpointSlice:
+		if s, ok := get[normalize.EndpointSlice](c.slices, key); ok {
+			return s.UID, true
+		}
+	case normalize.KindPod:
+		if p, ok := get[normalize.Pod](c.pods, key); ok {
+			return p.UID, true
+		}
+	}
+	return "", false
+}
 
 func get[T any](idx cache.Indexer, key string) (*T, bool) {
 	if idx == nil {

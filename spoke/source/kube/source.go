@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -14,94 +13,54 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
-	"github.com/meshfed/meshfed/spoke/source/kube/importwriter"
 )
 
-// Source serves a cluster's Kubernetes API as [normalize.Inputs].
+// Source serves a cluster's Kubernetes API as [normalize.Inputs]. It only
+// reads: what the spoke writes into the cluster is package writeback's,
+// which reads the source's [Tables].
 type Source struct {
 	api API
 	cfg Config
 	log *slog.Logger
 
-	clock       clock.WithTicker
-	queue       *queue
-	statusRetry time.Duration
-	// statusSynced, when set, is told the outcome of each ServiceExport
-	// status check (tests).
-	statusSynced func(key string, updated bool, err error)
-	// rejections are the objects the shard builder rejects.
-	rejections *rejections
-	// eventWritten, when set, is told each Event recorded (tests).
-	eventWritten func(*corev1.Event)
-
-	// status writes the ServiceExports' conditions, once the cluster
-	// serves ServiceExports; writer writes the imports, once it serves
-	// ServiceImports (and the source has a store).
-	status atomic.Pointer[statusWriter]
-	writer atomic.Pointer[importwriter.Writer]
-	// importWriterSynced, when set, is told the outcome of each import
-	// sync (tests).
-	importWriterSynced func(key string, err error)
+	clock clock.WithTicker
+	queue *queue
+	// in is the caches, filled in by Run before synced is closed.
+	in     *caches
+	synced chan struct{}
+	mcs    servedMCS
 }
 
 // New returns a source reading the cluster through api. An api without
-// Exports watches no ServiceExports (as in a cluster without the MCS
-// CRDs); a nil log discards. Run checks cfg.
+// MCS watches no ServiceExports (as in a cluster without the MCS CRDs); a
+// nil log discards. Run checks cfg.
 func New(api API, cfg Config, log *slog.Logger) *Source {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Source{
 		api: api, cfg: cfg.WithDefaults(), log: log,
-		clock: clock.RealClock{}, queue: newQueue(), statusRetry: statusRetryBase,
-		rejections: newRejections(),
+		clock: clock.RealClock{}, queue: newQueue(), in: &caches{}, synced: make(chan struct{}),
+		mcs: servedMCS{changed: make(chan struct{})},
 	}
 }
 
-// Client defaults for a spoke. client-go's (5 QPS, burst 10) would make the
-// first status writes of a cluster with thousands of exports take minutes.
-const (
-	defaultQPS   = 50
-	defaultBurst = 100
-	userAgent    = "meshfed-spoke"
-)
+// Synced is closed once the caches have synced, before the first call of
+// Run's callback: [Source.Tables] may be read from then on.
+func (s *Source) Synced() <-chan struct{} { return s.synced }
 
-// NewForConfig returns a source reading the API server of rc through
-// [NewAPI], with the spoke's user agent and rate limits unless rc sets
-// them. rc is not modified.
-func NewForConfig(rc *rest.Config, cfg Config, log *slog.Logger) (*Source, error) {
-	rc = rest.CopyConfig(rc)
-	if rc.UserAgent == "" {
-		rc.UserAgent = userAgent
-	}
-	if rc.QPS == 0 {
-		rc.QPS = defaultQPS
-	}
-	if rc.Burst == 0 {
-		rc.Burst = max(defaultBurst, int(2*rc.QPS))
-	}
-	cfg = cfg.WithDefaults()
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	api, err := NewAPI(rc, APIOptions{ImportQPS: float32(cfg.ImportQPS), ImportBurst: cfg.ImportBurst, Log: log.With("component", "imports")})
-	if err != nil {
-		return nil, err
-	}
-	return New(api, cfg, log), nil
-}
+// Tables returns the source's caches, read-only. They are empty until
+// Synced is closed.
+func (s *Source) Tables() Tables { return s.in }
 
 // Run starts the informers, waits for their caches to sync, and calls fn
 // with every cached object as a change; then, until ctx ends, with the
 // changes since the previous call, batched (see [Config.BatchWindow]). fn
 // is called from one goroutine, with the same live Inputs each time.
-// Meanwhile it sets the Valid condition of the ServiceExports.
 //
 // Run may be called once. It returns nil when ctx ends, and an error only
 // for an invalid Config: API errors are logged and retried.
@@ -114,7 +73,8 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 		return nil
 	}
 	t := newTransforms()
-	in, informers, synced, err := s.watch(t)
+	in := s.in
+	informers, synced, err := s.watch(t, in)
 	if err != nil {
 		return err
 	}
@@ -136,28 +96,9 @@ func (s *Source) Run(ctx context.Context, fn func(in normalize.Inputs, changes [
 			return nil
 		})
 	}
-	if s.api.Events != nil {
-		events := &eventWriter{
-			client: s.api.Events, rej: s.rejections, queue: s.rejections.startEvents(), in: in,
-			cluster: s.cfg.Options.ClusterID, clock: s.clock, log: s.log.With("component", "events"),
-			limiter: flowcontrol.NewTokenBucketRateLimiter(eventQPS, eventBurst), written: s.eventWritten,
-		}
-		g.Go(func() error {
-			<-ctx.Done()
-			events.queue.ShutDown()
-			return nil
-		})
-		g.Go(func() error {
-			events.run(ctx)
-			return nil
-		})
-	}
-	if exports != nil {
-		s.startStatus(ctx, g, in, versions.Exports)
-	}
 	if s.api.MCS != nil {
 		g.Go(func() error {
-			return s.runMCS(ctx, g, t, in, synced, versions)
+			return s.runMCS(ctx, g, t, in, versions)
 		})
 	}
 	g.Go(func() error {
@@ -177,19 +118,10 @@ func (s *Source) deliver(ctx context.Context, in *caches, synced []cache.DoneChe
 	// Every handler has seen every listed object: the queue holds them all.
 	changes := s.queue.take()
 	s.log.Info("caches synced", "changes", len(changes), "duration", s.clock.Since(start).Round(time.Millisecond))
+	close(s.synced)
 	for {
 		last := s.clock.Now()
 		fn(in, changes)
-		if status := s.status.Load(); status != nil {
-			status.enqueue(changes)
-		}
-		if w := s.writer.Load(); w != nil {
-			for _, c := range changes {
-				if c.Kind == normalize.KindNamespace {
-					w.NamespaceChanged(c.Name)
-				}
-			}
-		}
 		var ok bool
 		if changes, ok = s.next(ctx, last); !ok {
 			return
@@ -223,10 +155,10 @@ func (s *Source) next(ctx context.Context, last time.Time) ([]normalize.Change, 
 	}
 }
 
-// watch creates the informers, with their transforms and handlers, and
-// returns the Inputs over their caches and what tells that their handlers
-// have seen the initial lists.
-func (s *Source) watch(t *transforms) (*caches, []cache.SharedIndexInformer, []cache.DoneChecker, error) {
+// watch creates the informers, with their transforms and handlers, sets
+// in over their caches, and returns what tells that their handlers have
+// seen the initial lists.
+func (s *Source) watch(t *transforms, in *caches) ([]cache.SharedIndexInformer, []cache.DoneChecker, error) {
 	byNamespace := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	type informer struct {
 		kind      normalize.Kind
@@ -235,7 +167,6 @@ func (s *Source) watch(t *transforms) (*caches, []cache.SharedIndexInformer, []c
 		same      func(old, cur any) bool
 		idx       *cache.Indexer
 	}
-	in := &caches{}
 	informerFor := func(lw cache.ListerWatcher, obj runtime.Object, indexers cache.Indexers) cache.SharedIndexInformer {
 		return cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{Indexers: indexers})
 	}
@@ -271,13 +202,13 @@ func (s *Source) watch(t *transforms) (*caches, []cache.SharedIndexInformer, []c
 	for _, i := range all {
 		reg, err := s.handle(i.kind, i.inf, i.transform, i.same)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		*i.idx = i.inf.GetIndexer()
 		informers = append(informers, i.inf)
 		synced = append(synced, reg.HasSyncedChecker())
 	}
-	return in, informers, synced, nil
+	return informers, synced, nil
 }
 
 // handle sets an informer's transform and has its changes queued.

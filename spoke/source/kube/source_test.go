@@ -28,7 +28,6 @@ import (
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 	"github.com/meshfed/meshfed/spoke/shard"
-	"github.com/meshfed/meshfed/spoke/source/kube/importwriter"
 )
 
 // waitTimeout bounds every wait; it only matters when a test fails.
@@ -53,15 +52,7 @@ func fakeAPI(kube *kubefake.Clientset, mcs *mcsfake.Clientset) API {
 	if mcs != nil {
 		api.MCS = fakeMCS{mcs}
 	}
-	api.Events = fakeEvents{kube}
 	return api
-}
-
-// fakeEvents is EventsAPI over client-go's fake clientset.
-type fakeEvents struct{ kube *kubefake.Clientset }
-
-func (e fakeEvents) Create(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
-	return e.kube.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 }
 
 func fakeListWatch[L runtime.Object](client any, list func(context.Context, metav1.ListOptions) (L, error), watch func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
@@ -90,31 +81,14 @@ func (m fakeMCS) Served(context.Context) (MCSVersions, error) {
 	return v, nil
 }
 
-func (m fakeMCS) Exports(string) ExportsAPI { return fakeExports(m) }
-
-func (m fakeMCS) Imports(string) importwriter.ImportsAPI { return nil }
-
-// fakeExports is ExportsAPI over mcs-api's fake clientset.
-type fakeExports struct{ mcs *mcsfake.Clientset }
-
-func (e fakeExports) ListerWatcher() cache.ListerWatcher {
-	exports := e.mcs.MulticlusterV1beta1().ServiceExports("")
-	return fakeListWatch(mcsClient{e.mcs}, exports.List, exports.Watch)
-}
-
-func (e fakeExports) UpdateStatus(ctx context.Context, se *mcsv1beta1.ServiceExport) (*mcsv1beta1.ServiceExport, error) {
-	return e.mcs.MulticlusterV1beta1().ServiceExports(se.Namespace).UpdateStatus(ctx, se, metav1.UpdateOptions{FieldManager: fieldManager})
+func (m fakeMCS) Exports(string) cache.ListerWatcher {
+	exports := m.mcs.MulticlusterV1beta1().ServiceExports("")
+	return fakeListWatch(mcsClient{m.mcs}, exports.List, exports.Watch)
 }
 
 type update struct {
 	in      normalize.Inputs
 	changes []normalize.Change
-}
-
-type statusEvent struct {
-	key     string
-	updated bool
-	err     error
 }
 
 // syncBuffer collects logs written from several goroutines.
@@ -141,11 +115,8 @@ type harness struct {
 	src     *Source
 	tracker trackedShard
 	updates chan update
-	status  chan statusEvent
-	// statusByKey holds the checks received but not yet asked for.
-	statusByKey map[string][]statusEvent
-	watches     chan string // resources whose watch started
-	logs        *syncBuffer
+	watches chan string // resources whose watch started
+	logs    *syncBuffer
 }
 
 type harnessOption func(*harness)
@@ -170,14 +141,12 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 		}
 	}
 	h := &harness{
-		kube:        kubefake.NewClientset(kubeObjs...),
-		mcs:         mcsfake.NewSimpleClientset(mcsObjs...),
-		tracker:     newTrackedShard(),
-		updates:     make(chan update, 1000), // tests that look at status only need not read them
-		status:      make(chan statusEvent, 100),
-		statusByKey: map[string][]statusEvent{},
-		watches:     make(chan string, 100),
-		logs:        &syncBuffer{},
+		kube:    kubefake.NewClientset(kubeObjs...),
+		mcs:     mcsfake.NewSimpleClientset(mcsObjs...),
+		tracker: newTrackedShard(),
+		updates: make(chan update, 1000), // tests that look at some changes only need not read them
+		watches: make(chan string, 100),
+		logs:    &syncBuffer{},
 	}
 	h.mcs.Resources = []*metav1.APIResourceList{{
 		GroupVersion: mcsv1beta1.GroupVersion.String(),
@@ -198,12 +167,10 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.src = New(fakeAPI(h.kube, h.mcs), Config{Options: normalizetest.Options}, log)
-	h.src.statusRetry = time.Millisecond
-	h.src.statusSynced = func(key string, updated bool, err error) { h.status <- statusEvent{key, updated, err} }
 	for _, o := range opts {
 		o(h)
 	}
-	builder := shard.NewBuilder(normalizetest.Options, h.tracker.Tracker, log.With("component", "builder"), shard.WithReporter(h.src))
+	builder := shard.NewBuilder(normalizetest.Options, h.tracker.Tracker, log.With("component", "builder"))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	resyncs := make(chan error, 1)

@@ -1,19 +1,14 @@
-package kube
+package writeback
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -30,95 +25,25 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/internal/dnstest"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/imports"
-	"github.com/meshfed/meshfed/spoke/normalize"
-	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
-	"github.com/meshfed/meshfed/spoke/source/kube/importwriter"
+	"github.com/meshfed/meshfed/spoke/writeback/importwriter"
 )
 
-// importRig runs a kube source that writes imports against a real API
-// server, its store fed by a test link as a hub replica would.
-type importRig struct {
-	c     *kubetest.Cluster
-	store *imports.Store
-	link  *imports.Link
-	reg   *prometheus.Registry
-	logs  *syncBuffer
-
-	mu     sync.Mutex
-	syncOK map[string]int // successful syncs by import key
-	in     normalize.Inputs
-	// sliceChanges are the EndpointSlice changes the source delivered.
-	sliceChanges []normalize.Change
-	stop         func()
-}
-
-type rigOption func(*Config)
-
-func runImports(t testing.TB, c *kubetest.Cluster, store *imports.Store, opts ...rigOption) *importRig {
+// runImports runs the rig with a write-back that writes the imports of
+// store (nil: one the rig's test link feeds, as a hub replica would).
+func runImports(t testing.TB, c *kubetest.Cluster, store *imports.Store, opts ...rigOption) *rig {
 	t.Helper()
-	r := &importRig{c: c, store: store, reg: prometheus.NewRegistry(), logs: &syncBuffer{}, syncOK: map[string]int{}}
-	if store == nil {
-		r.store = imports.NewStore()
-		r.link = r.store.Link("hub-test")
-		r.link.Start()
-	}
-	cfg := Config{Options: normalizetest.Options, Imports: r.store, Metrics: r.reg, DiscoveryInterval: 50 * time.Millisecond}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	src, err := NewForConfig(c.Config, cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.statusRetry = 10 * time.Millisecond
-	src.importWriterSynced = func(key string, err error) {
-		if err == nil {
-			r.mu.Lock()
-			r.syncOK[key]++
-			r.mu.Unlock()
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- src.Run(ctx, func(in normalize.Inputs, changes []normalize.Change) {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.in = in
-			for _, c := range changes {
-				if c.Kind == normalize.KindEndpointSlice && c.Namespace != "default" { // the API server's own
-					r.sliceChanges = append(r.sliceChanges, c)
-				}
-			}
-		})
-	}()
-	var once sync.Once
-	r.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run() = %v", err)
-			}
-		})
-	}
-	t.Cleanup(func() {
-		r.stop()
-		if t.Failed() {
-			t.Logf("source logs:\n%s", r.logs)
-		}
-	})
-	return r
+	return run(t, c, append([]rigOption{withImports(store)}, opts...)...)
 }
 
 // send gives the store a full set, as a hub replica's link does.
-func (r *importRig) send(ims ...*federationpb.Import) {
+func (r *rig) send(ims ...*federationpb.Import) {
 	r.link.Received(&federationpb.Imports{Full: true, Imports: ims})
 }
 
 // writes is the number of write requests the writer sent.
-func (r *importRig) writes(t testing.TB) float64 {
+func (r *rig) writes(t testing.TB) float64 {
 	t.Helper()
 	families, err := r.reg.Gather()
 	if err != nil {
@@ -135,7 +60,7 @@ func (r *importRig) writes(t testing.TB) float64 {
 	return n
 }
 
-func (r *importRig) gauge(t *testing.T, name string) float64 {
+func (r *rig) gauge(t *testing.T, name string) float64 {
 	t.Helper()
 	families, err := r.reg.Gather()
 	must(t, err)
@@ -148,7 +73,7 @@ func (r *importRig) gauge(t *testing.T, name string) float64 {
 }
 
 // awaitSynced waits until each key has had a successful sync.
-func (r *importRig) awaitSynced(t *testing.T, keys ...string) {
+func (r *rig) awaitSynced(t *testing.T, keys ...string) {
 	t.Helper()
 	poll(t, fmt.Sprintf("imports %v synced", keys), func() bool {
 		r.mu.Lock()
@@ -162,19 +87,10 @@ func (r *importRig) awaitSynced(t *testing.T, keys ...string) {
 	})
 }
 
-// poll waits for cond, checking it every 20 ms.
+// poll waits for cond.
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(waitTimeout)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s: not within %v", what, waitTimeout)
-		}
-	}
+	testwait.For(t, what, cond)
 }
 
 func createNamespace(t testing.TB, c *kubetest.Cluster, name string) {

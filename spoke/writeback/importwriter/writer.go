@@ -275,25 +275,13 @@ func (w *Writer) next(prev *imports.Set) *imports.Set {
 		}
 	}
 	w.cur.Store(idx)
+	set.Changed(prev, w.queue.Add)
 	if prev == nil {
-		for k := range set.Imports {
-			w.queue.Add(k)
-		}
+		// And what the cluster holds that the first set may not want.
 		for _, k := range w.importsInf.GetStore().ListKeys() {
 			w.queue.Add(k)
 		}
 		for _, k := range w.slicesInf.GetIndexer().ListIndexFuncValues(indexImport) {
-			w.queue.Add(k)
-		}
-		return set
-	}
-	for k, im := range set.Imports {
-		if prev.Imports[k] != im {
-			w.queue.Add(k)
-		}
-	}
-	for k := range prev.Imports {
-		if _, ok := set.Imports[k]; !ok {
 			w.queue.Add(k)
 		}
 	}

@@ -1,24 +1,15 @@
-package kube
+package writeback
 
 import (
 	"cmp"
-	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/spoke/normalize"
 )
@@ -63,8 +54,9 @@ func (r rejectedObject) message() string {
 	return r.Error() + "; " + what
 }
 
-// rejections holds what the shard builder reports through [Source.Rejected]
-// and [Source.Accepted], for the Events and the ServiceExport conditions.
+// rejections holds what the shard builder reports through
+// [WriteBack.Rejected] and [WriteBack.Accepted], for the Events and the
+// ServiceExport conditions.
 type rejections struct {
 	mu      sync.Mutex
 	objects map[objectRef]rejectedObject
@@ -97,12 +89,12 @@ func (rs *rejections) startEvents() workqueue.TypedRateLimitingInterface[objectR
 
 // Rejected is told by the shard builder that it rejects an object (see
 // [normalize.Rejection]); kept says whether its last good version stays
-// in the shard. The source records a Warning Event on the object and, when
+// in the shard. The write-back records a Warning Event on the object and, when
 // it belongs to an exported service, says why in the ServiceExport's Valid
 // condition. It returns at once.
-func (s *Source) Rejected(r normalize.Rejection, kept bool) {
+func (w *WriteBack) Rejected(r normalize.Rejection, kept bool) {
 	ref := objectRef{r.Kind, r.Namespace, r.Name}
-	rs := s.rejections
+	rs := w.rejections
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.objects[ref] = rejectedObject{r, kept}
@@ -116,9 +108,9 @@ func (s *Source) Rejected(r normalize.Rejection, kept bool) {
 
 // Accepted is told by the shard builder that an object it rejected is
 // good again, gone, or no longer federated. It returns at once.
-func (s *Source) Accepted(kind normalize.Kind, namespace, name string) {
+func (w *WriteBack) Accepted(kind normalize.Kind, namespace, name string) {
 	ref := objectRef{kind, namespace, name}
-	rs := s.rejections
+	rs := w.rejections
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	prev, ok := rs.objects[ref]
@@ -190,109 +182,4 @@ func (rs *rejections) sent(ref objectRef, r rejectedObject) {
 	if cur, ok := rs.objects[ref]; ok && cur.signature() == r.signature() {
 		rs.evented[ref] = r.signature()
 	}
-}
-
-// eventWriter records the Events of rejected objects, one at a time.
-type eventWriter struct {
-	client  EventsAPI
-	rej     *rejections
-	queue   workqueue.TypedRateLimitingInterface[objectRef]
-	in      *caches
-	cluster string
-	clock   clock.PassiveClock
-	limiter flowcontrol.RateLimiter
-	log     *slog.Logger
-	// written, when set, is told each Event written (tests).
-	written func(*corev1.Event)
-}
-
-// run writes Events until the queue is shut down.
-func (w *eventWriter) run(ctx context.Context) {
-	q := w.queue
-	for {
-		ref, shutdown := q.Get()
-		if shutdown {
-			return
-		}
-		err := w.sync(ctx, ref)
-		switch {
-		case err == nil:
-			q.Forget(ref)
-		case ctx.Err() != nil:
-		case q.NumRequeues(ref) < eventRetries:
-			w.log.Debug("cannot record Event; retrying", "err", err)
-			q.AddRateLimited(ref)
-		default:
-			w.log.Warn("cannot record Event; giving up until the object's rejection changes", "err", err)
-			q.Forget(ref)
-		}
-		q.Done(ref)
-	}
-}
-
-func (w *eventWriter) sync(ctx context.Context, ref objectRef) error {
-	r, ok := w.rej.due(ref)
-	if !ok {
-		return nil
-	}
-	if err := w.limiter.Wait(ctx); err != nil {
-		return err
-	}
-	now := metav1.NewTime(w.clock.Now())
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ref.namespace,
-			// client-go's form: unique, and sorted by time.
-			Name: fmt.Sprintf("%s.%x", ref.name, now.UnixNano()),
-		},
-		InvolvedObject:      w.involved(ref),
-		Reason:              normalize.ReasonRejected,
-		Message:             r.message(),
-		Type:                corev1.EventTypeWarning,
-		Source:              corev1.EventSource{Component: eventSourceName},
-		FirstTimestamp:      now,
-		LastTimestamp:       now,
-		Count:               1,
-		ReportingController: eventSourceName,
-		ReportingInstance:   w.cluster,
-	}
-	out, err := w.client.Create(ctx, ev)
-	switch {
-	case apierrors.IsNotFound(err): // the namespace went away
-	case apierrors.IsAlreadyExists(err): // a retry of one that was created
-	case err != nil:
-		return fmt.Errorf("%s: create Event: %w", r.Object(), err)
-	}
-	w.rej.sent(ref, r)
-	if w.written != nil && err == nil {
-		w.written(out)
-	}
-	return nil
-}
-
-// involved returns the reference of a rejected object, with its uid when
-// the caches have it (kubectl describe lists an object's Events by uid).
-func (w *eventWriter) involved(ref objectRef) corev1.ObjectReference {
-	o := corev1.ObjectReference{Kind: ref.kind.String(), Namespace: ref.namespace, Name: ref.name}
-	key := ref.namespace + "/" + ref.name
-	var uid types.UID
-	switch ref.kind {
-	case normalize.KindService:
-		o.APIVersion = corev1.SchemeGroupVersion.String()
-		if s, ok := get[corev1.Service](w.in.services, key); ok {
-			uid = s.UID
-		}
-	case normalize.KindEndpointSlice:
-		o.APIVersion = discoveryv1.SchemeGroupVersion.String()
-		if s, ok := get[normalize.EndpointSlice](w.in.slices, key); ok {
-			uid = s.UID
-		}
-	case normalize.KindPod:
-		o.APIVersion = corev1.SchemeGroupVersion.String()
-		if p, ok := get[normalize.Pod](w.in.pods, key); ok {
-			uid = p.UID
-		}
-	}
-	o.UID = uid
-	return o
 }

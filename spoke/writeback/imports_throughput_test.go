@@ -1,4 +1,4 @@
-package kube
+package writeback
 
 import (
 	"fmt"
@@ -66,10 +66,10 @@ func BenchmarkImportConvergence(b *testing.B) {
 			for i := range namespaces {
 				createNamespace(t, c, fmt.Sprintf("bench-%02d", i))
 			}
-			run := func() (*importRig, time.Duration) {
+			run := func() (*rig, time.Duration) {
 				start := time.Now()
-				r := runImports(t, c, nil, func(cfg *Config) {
-					cfg.ImportQPS, cfg.ImportBurst, cfg.ImportWorkers = tc.qps, tc.burst, tc.workers
+				r := runImports(t, c, nil, func(cfg *rigConfig) {
+					cfg.clients.ImportQPS, cfg.clients.ImportBurst, cfg.wb.ImportWorkers = float32(tc.qps), tc.burst, tc.workers
 				})
 				r.send(set...)
 				r.awaitSyncedWithin(t, 15*time.Minute, keys...)
@@ -99,7 +99,7 @@ func BenchmarkImportConvergence(b *testing.B) {
 }
 
 // awaitSyncedWithin is awaitSynced with a deadline of its own.
-func (r *importRig) awaitSyncedWithin(t testing.TB, limit time.Duration, keys ...string) {
+func (r *rig) awaitSyncedWithin(t testing.TB, limit time.Duration, keys ...string) {
 	t.Helper()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

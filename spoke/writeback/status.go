@@ -1,4 +1,4 @@
-package kube
+package writeback
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,10 +19,8 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/spoke/imports"
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/source/kube"
 )
-
-// fieldManager names the spoke in the ServiceExports' managedFields.
-const fieldManager = "meshfed-spoke"
 
 // Retry backoff of failed status updates, per ServiceExport.
 const (
@@ -35,12 +34,19 @@ const (
 // slow API server delays status, never the shard; the work queue gives
 // each export at most one write in flight and backs off on errors.
 type statusWriter struct {
-	client ExportsAPI
-	in     *caches
-	opts   normalize.Options
-	clock  clock.PassiveClock
-	log    *slog.Logger
-	queue  workqueue.TypedRateLimitingInterface[string]
+	in        kube.Tables
+	opts      normalize.Options
+	clock     clock.PassiveClock
+	log       *slog.Logger
+	retryBase time.Duration
+
+	mu sync.Mutex
+	// client and queue are set by start, when the cluster serves
+	// ServiceExports; the exports to check wait in pending until then.
+	client  ExportsAPI
+	queue   workqueue.TypedRateLimitingInterface[string]
+	pending map[string]struct{}
+
 	// rej, when set, holds the objects the shard builder rejects: a
 	// service with some is not Valid as it is.
 	rej *rejections
@@ -51,11 +57,35 @@ type statusWriter struct {
 	synced func(key string, updated bool, err error)
 }
 
-func newStatusWriter(client ExportsAPI, in *caches, opts normalize.Options, clk clock.PassiveClock, retryBase time.Duration, log *slog.Logger) *statusWriter {
-	return &statusWriter{
-		client: client, in: in, opts: opts, clock: clk, log: log,
-		queue: workqueue.NewTypedRateLimitingQueue(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, statusRetryMax)),
+func newStatusWriter(in kube.Tables, opts normalize.Options, clk clock.PassiveClock, retryBase time.Duration, log *slog.Logger) *statusWriter {
+	return &statusWriter{in: in, opts: opts, clock: clk, log: log, retryBase: retryBase, pending: map[string]struct{}{}}
+}
+
+// start makes the writer write through client, and returns its queue,
+// which holds the exports that waited.
+func (w *statusWriter) start(client ExportsAPI) workqueue.TypedRateLimitingInterface[string] {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.client = client
+	w.queue = workqueue.NewTypedRateLimitingQueue(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](w.retryBase, statusRetryMax))
+	for k := range w.pending {
+		w.queue.Add(k)
+	}
+	w.pending = nil
+	return w.queue
+}
+
+// add schedules a check of the export key.
+func (w *statusWriter) add(key string) {
+	w.mu.Lock()
+	q := w.queue
+	if q == nil {
+		w.pending[key] = struct{}{}
+	}
+	w.mu.Unlock()
+	if q != nil {
+		q.Add(key)
 	}
 }
 
@@ -73,12 +103,14 @@ func (w *statusWriter) enqueue(changes []normalize.Change) {
 // enqueueService schedules a check of the ServiceExport of a service, if
 // it has one.
 func (w *statusWriter) enqueueService(key string) {
-	if _, ok := get[mcsv1beta1.ServiceExport](w.in.exportsIndex(), key); ok {
-		w.queue.Add(key)
+	ns, name, _ := strings.Cut(key, "/")
+	if _, ok := w.in.ServiceExport(ns, name); ok {
+		w.add(key)
 	}
 }
 
 // run checks queued exports until ctx ends and the queue is shut down.
+// It follows start.
 func (w *statusWriter) run(ctx context.Context) {
 	for {
 		key, shutdown := w.queue.Get()
@@ -107,7 +139,8 @@ func (w *statusWriter) run(ctx context.Context) {
 // sync writes the Valid condition of one export when it differs from the
 // cached object's. It reports whether it wrote.
 func (w *statusWriter) sync(ctx context.Context, key string) (bool, error) {
-	se, ok := get[mcsv1beta1.ServiceExport](w.in.exportsIndex(), key)
+	ns, name, _ := strings.Cut(key, "/")
+	se, ok := w.in.ServiceExport(ns, name)
 	if !ok || se.DeletionTimestamp != nil {
 		return false, nil
 	}
@@ -241,22 +274,11 @@ func (w *statusWriter) followImports(ctx context.Context) {
 		set, changed := w.imports.Current()
 		if set != nil && set != prev {
 			if prev == nil {
-				if idx := w.in.exportsIndex(); idx != nil {
-					for _, k := range idx.ListKeys() {
-						w.queue.Add(k)
-					}
+				for _, k := range w.in.ServiceExportKeys() {
+					w.add(k)
 				}
 			} else {
-				for k, im := range set.Imports {
-					if prev.Imports[k] != im {
-						w.enqueueService(k)
-					}
-				}
-				for k := range prev.Imports {
-					if _, ok := set.Imports[k]; !ok {
-						w.enqueueService(k)
-					}
-				}
+				set.Changed(prev, w.enqueueService)
 			}
 			prev = set
 		}

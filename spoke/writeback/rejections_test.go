@@ -1,8 +1,6 @@
-package kube
+package writeback
 
 import (
-	"context"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -22,10 +20,10 @@ import (
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/normalize"
-	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
-	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/shard/shardtest"
+	"github.com/meshfed/meshfed/spoke/source/kube"
 )
 
 // mirror is what the hub would hold of a tracker's shard: the endpoints'
@@ -68,7 +66,7 @@ func (m *mirror) addresses() []string {
 }
 
 // TestRejectedObjectsOnAPIServer runs the source against a real API
-// server, feeding a shard builder that reports to it.
+// server, feeding a shard builder that reports to the write-back.
 //
 // A real API server refuses most input the spoke cannot use: a Service
 // port or targetPort 70000, an endpoint address 999.1.1.1 (or 010.0.0.1,
@@ -106,29 +104,8 @@ func TestRejectedObjectsOnAPIServer(t *testing.T) {
 	echo1, err = sliceClient.Create(ctx, echo1, metav1.CreateOptions{})
 	must(t, err)
 
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	src, err := NewForConfig(c.Config, Config{Options: normalizetest.Options}, log)
-	must(t, err)
-	var written sync.Map // event name → *corev1.Event
-	src.eventWritten = func(ev *corev1.Event) { written.Store(ev.Name, ev) }
-	tr := newTrackedShard()
-	builder := shard.NewBuilder(normalizetest.Options, tr.Tracker, log.With("component", "builder"), shard.WithReporter(src))
 	m := &mirror{endpoints: map[string]bool{}}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- src.Run(runCtx, func(in normalize.Inputs, changes []normalize.Change) {
-			builder.Apply(in, changes)
-			m.pull(tr)
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run() = %v", err)
-		}
-	})
+	r := run(t, c, func(cfg *rigConfig) { cfg.applied = m.pull })
 
 	valid := func() metav1.Condition {
 		se, err := c.MCS.MulticlusterV1alpha1().ServiceExports("demo").Get(ctx, "echo", metav1.GetOptions{})
@@ -144,8 +121,8 @@ func TestRejectedObjectsOnAPIServer(t *testing.T) {
 		return list.Items
 	}
 	first := []string{"demo/echo/10.1.0.1", "demo/echo/10.1.0.2", "demo/echo/10.1.0.3"}
-	eventually(t, "the first shard", func() bool { return slices.Equal(m.addresses(), first) })
-	eventually(t, "the export Valid", func() bool { return valid().Status == metav1.ConditionTrue })
+	testwait.For(t, "the first shard", func() bool { return slices.Equal(m.addresses(), first) })
+	testwait.For(t, "the export Valid", func() bool { return valid().Status == metav1.ConditionTrue })
 
 	// A slice port out of range, with an endpoint fewer: the slice keeps
 	// its last good version, as a whole.
@@ -154,14 +131,14 @@ func TestRejectedObjectsOnAPIServer(t *testing.T) {
 	bad.Endpoints = bad.Endpoints[:2]
 	bad, err = sliceClient.Update(ctx, bad, metav1.UpdateOptions{})
 	must(t, err)
-	eventually(t, "the Event on the bad slice", func() bool { return len(eventsOf("echo-1")) == 1 })
+	testwait.For(t, "the Event on the bad slice", func() bool { return len(eventsOf("echo-1")) == 1 })
 	ev := eventsOf("echo-1")[0]
 	if ev.Type != corev1.EventTypeWarning || ev.Reason != "MeshfedRejected" || ev.InvolvedObject.UID != bad.UID ||
 		ev.InvolvedObject.Kind != "EndpointSlice" || ev.InvolvedObject.APIVersion != "discovery.k8s.io/v1" ||
 		!strings.Contains(ev.Message, `ports[0].port "70000"`) || !strings.Contains(ev.Message, "last good version stays federated") {
 		t.Errorf("Event %+v", ev)
 	}
-	eventually(t, "the export not Valid", func() bool { return valid().Reason == normalize.ReasonRejected })
+	testwait.For(t, "the export not Valid", func() bool { return valid().Reason == normalize.ReasonRejected })
 	if c := valid(); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "EndpointSlice demo/echo-1: ports[0].port") {
 		t.Errorf("Valid condition %+v", c)
 	}
@@ -179,7 +156,7 @@ func TestRejectedObjectsOnAPIServer(t *testing.T) {
 	echo2.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: "pod-\xff"}
 	_, err = sliceClient.Create(ctx, echo2, metav1.CreateOptions{})
 	must(t, err)
-	eventually(t, "the Event on the new bad slice", func() bool { return len(eventsOf("echo-2")) == 1 })
+	testwait.For(t, "the Event on the new bad slice", func() bool { return len(eventsOf("echo-2")) == 1 })
 	if ev := eventsOf("echo-2")[0]; !strings.Contains(ev.Message, "targetRef.name") || !strings.Contains(ev.Message, "it is not federated") {
 		t.Errorf("Event %+v", ev)
 	}
@@ -202,12 +179,12 @@ func TestRejectedObjectsOnAPIServer(t *testing.T) {
 	_, err = sliceClient.Update(ctx, fixed, metav1.UpdateOptions{})
 	must(t, err)
 	must(t, sliceClient.Delete(ctx, "echo-2", metav1.DeleteOptions{}))
-	eventually(t, "the fixed shard", func() bool { return strings.Join(m.addresses(), ",") == "demo/echo/10.1.0.1,demo/echo/10.1.0.2" })
-	eventually(t, "the export Valid again", func() bool { return valid().Status == metav1.ConditionTrue })
+	testwait.For(t, "the fixed shard", func() bool { return strings.Join(m.addresses(), ",") == "demo/echo/10.1.0.1,demo/echo/10.1.0.2" })
+	testwait.For(t, "the export Valid again", func() bool { return valid().Status == metav1.ConditionTrue })
 	n := 0
-	written.Range(func(any, any) bool { n++; return true })
+	r.events.Range(func(any, any) bool { n++; return true })
 	if n != 2 {
-		t.Errorf("%d Events written, want 2; logs:\n%s", n, logs)
+		t.Errorf("%d Events written, want 2", n)
 	}
 }
 
@@ -226,7 +203,7 @@ func echoSlice(name string, port int32, addrs ...string) *discoveryv1.EndpointSl
 // TestRejectionsDue: one Event per object and rejection until it changes;
 // an object rejected again after it was good is due another.
 func TestRejectionsDue(t *testing.T) {
-	src := New(API{}, Config{}, nil)
+	src := New(kube.New(kube.API{}, kube.Config{}, nil), API{}, Config{}, nil) // a source never run: empty caches
 	rs := src.rejections
 	ref := objectRef{normalize.KindEndpointSlice, "demo", "echo-1"}
 	r := normalize.Rejection{
