@@ -50,6 +50,7 @@ import (
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -1126,21 +1127,17 @@ func (p *spokeProcess) eventually(t *testing.T, what string, cond func() bool) {
 // when p, if set, exits.
 func poll(t *testing.T, what string, cond func() bool, p *spokeProcess) {
 	t.Helper()
-	deadline := time.NewTimer(waitLimit)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var exited <-chan struct{}
-	if p != nil {
-		exited = p.done
-	}
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("waited %v for %s", waitLimit, what)
-		case <-exited:
-			t.Fatalf("the spoke exited (%v) while waiting for %s", p.err, what)
-		case <-tick.C:
+	ok := testwait.Within(waitLimit, func() (bool, string) {
+		if p != nil {
+			select {
+			case <-p.done:
+				t.Fatalf("the spoke exited (%v) while waiting for %s", p.err, what)
+			default:
+			}
 		}
+		return cond(), ""
+	})
+	if !ok {
+		t.Fatalf("waited %v for %s", waitLimit, what)
 	}
 }

@@ -65,7 +65,7 @@ func TestProcessChaos(t *testing.T) {
 		}
 	}
 	rec := recordEDS(t, startVIP(t, hubs...))
-	if !pollUntil(t, 30*time.Second, func() bool { return len(rec.all()) > 0 }) {
+	if !pollUntil(30*time.Second, func() bool { return len(rec.all()) > 0 }) {
 		t.Fatal("the proxy got no response through the Service")
 	}
 
@@ -124,7 +124,7 @@ func TestProcessChaos(t *testing.T) {
 	slices.Sort(want)
 	for i, h := range hubs {
 		var got []string
-		if !pollUntil(t, time.Minute, func() bool {
+		if !pollUntil(time.Minute, func() bool {
 			for _, c := range clusters {
 				if r := h.clusterRow(t, c.id); !r.connected || r.state != "live" {
 					return false
@@ -136,7 +136,7 @@ func TestProcessChaos(t *testing.T) {
 			t.Errorf("replica %d serves %v after the faults healed, want the ground truth %v", i, got, want)
 		}
 	}
-	if !pollUntil(t, time.Minute, func() bool {
+	if !pollUntil(time.Minute, func() bool {
 		got := rec.all()
 		return slices.Equal(got[len(got)-1].addrs, want)
 	}) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/xds"
 )
@@ -55,7 +56,7 @@ func TestExplain(t *testing.T) {
 	debug := f.hub.DebugAddr().String()
 	const svc = "echo.demo.svc.cluster.local:8080"
 	// The client ACKs the assignment it uses; explain reads the book.
-	waitFor(t, "the client synced", func() bool {
+	testwait.For(t, "the client synced", func() bool {
 		ex := explain(t, debug, "client-x", svc, east.addr)
 		return ex.Sees
 	})
@@ -91,12 +92,12 @@ func TestExplain(t *testing.T) {
 			Ports: []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: west.port}},
 		}}))
 	})
-	waitFor(t, "explain to see west's endpoint not ready", func() bool {
+	testwait.For(t, "explain to see west's endpoint not ready", func() bool {
 		v, _ := verdictOf(explain(t, debug, "client-x", svc, west.addr), "endpoint")
 		return v == xds.VerdictNo
 	})
 	f.setEndpoints("west", "net-b", "z-west", nil, west)
-	waitFor(t, "explain to see no gateway into net-b", func() bool {
+	testwait.For(t, "explain to see no gateway into net-b", func() bool {
 		v, d := verdictOf(explain(t, debug, "client-x", svc, west.addr), "network")
 		return v == xds.VerdictNo && strings.Contains(d, "unreachable")
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/uplink"
 )
@@ -289,7 +290,7 @@ func TestFaultNacks(t *testing.T) {
 			sp := startFaultSpoke(t, n, faultEndpoints)
 			converged(t, n, sp)
 			sp.change(tc.bad)
-			waitFor(t, "the nack", func() bool { return strings.Contains(sp.u.Status().LastNackReason, tc.reason) })
+			testwait.For(t, "the nack", func() bool { return strings.Contains(sp.u.Status().LastNackReason, tc.reason) })
 			if got := endpointsOf(n.reg.Current(), "demo/echo", "east"); len(got) != faultEndpoints || slices.Contains(got, "10.0.195.80") {
 				t.Errorf("the hub holds %d endpoints after a rejected update, want its last good %d", len(got), faultEndpoints)
 			}

@@ -120,7 +120,7 @@ func TestProcessHubKilledMidInitialSync(t *testing.T) {
 			direct := recordEDS(t, victim.xds)
 			streamAtKill := map[*edsRecorder]int{}
 			for _, r := range []*edsRecorder{viaService, direct} {
-				if !pollUntil(t, time.Minute, func() bool { rs := r.all(); return len(rs) > 0 && slices.Equal(rs[len(rs)-1].addrs, want) }) {
+				if !pollUntil(time.Minute, func() bool { rs := r.all(); return len(rs) > 0 && slices.Equal(rs[len(rs)-1].addrs, want) }) {
 					t.Fatalf("a proxy never got the whole clusterset: %+v", r.all())
 				}
 				rs := r.all()
@@ -157,7 +157,7 @@ func TestProcessHubKilledMidInitialSync(t *testing.T) {
 				victim.waitCluster(t, id, time.Minute, func(c clusterRow) bool { return c.connected && c.version > 0 })
 			}
 			for name, r := range map[string]*edsRecorder{"through the Service": viaService, "on the victim": direct} {
-				if !pollUntil(t, time.Minute, func() bool {
+				if !pollUntil(time.Minute, func() bool {
 					rs := r.all()
 					return rs[len(rs)-1].stream > streamAtKill[r] && slices.Equal(rs[len(rs)-1].addrs, want)
 				}) {
@@ -237,7 +237,7 @@ func TestProcessHubKilledMidPush(t *testing.T) {
 				rs := r.all()
 				return len(rs) > 0 && slices.Equal(rs[len(rs)-1].addrs, want)
 			}
-			if !pollUntil(t, 2*time.Minute, func() bool {
+			if !pollUntil(2*time.Minute, func() bool {
 				return !slices.ContainsFunc(proxies, func(r *edsRecorder) bool { return !has(r, before) })
 			}) {
 				t.Fatal("the proxies never all got the first version")
@@ -261,7 +261,7 @@ func TestProcessHubKilledMidPush(t *testing.T) {
 				victim.start()
 			}
 			start := time.Now()
-			if !pollUntil(t, 2*time.Minute, func() bool {
+			if !pollUntil(2*time.Minute, func() bool {
 				return !slices.ContainsFunc(proxies, func(r *edsRecorder) bool { return !has(r, after) })
 			}) {
 				n := 0
@@ -308,14 +308,14 @@ func TestProcessReconnectStorm(t *testing.T) {
 		}
 		return n
 	}
-	if !pollUntil(t, 2*time.Minute, func() bool { return synced(1) == len(proxies) }) {
+	if !pollUntil(2*time.Minute, func() bool { return synced(1) == len(proxies) }) {
 		t.Fatalf("%d of %d proxies got the clusterset", synced(1), len(proxies))
 	}
 
 	h.kill()
 	start := time.Now()
 	h.start()
-	if !pollUntil(t, 2*time.Minute, func() bool { return synced(2) == len(proxies) }) {
+	if !pollUntil(2*time.Minute, func() bool { return synced(2) == len(proxies) }) {
 		t.Fatalf("%d of %d proxies got the clusterset back", synced(2), len(proxies))
 	}
 	t.Logf("%d proxies have the whole clusterset again %v after the hub restarted", len(proxies), time.Since(start).Round(time.Millisecond))
@@ -368,7 +368,7 @@ func TestProcessStuckProxies(t *testing.T) {
 			bs, want = version(v)
 			east.write(t, echoManifests("z-east", bs...))
 		}
-		if !pollUntil(t, time.Minute, func() bool {
+		if !pollUntil(time.Minute, func() bool {
 			return !slices.ContainsFunc(healthy, func(r *edsRecorder) bool {
 				rs := r.all()
 				return len(rs) == 0 || !slices.Equal(rs[len(rs)-1].addrs, want)
@@ -396,7 +396,7 @@ func TestProcessKubeAPIServerDown(t *testing.T) {
 	last := func(want []string) func() bool {
 		return func() bool { rs := rec.all(); return len(rs) > 0 && slices.Equal(rs[len(rs)-1].addrs, want) }
 	}
-	if !pollUntil(t, time.Minute, last(both)) {
+	if !pollUntil(time.Minute, last(both)) {
 		t.Fatalf("the proxy never got east's endpoints: %+v", rec.all())
 	}
 
@@ -416,7 +416,7 @@ func TestProcessKubeAPIServerDown(t *testing.T) {
 	if _, err := c.Client.DiscoveryV1().EndpointSlices("demo").Update(t.Context(), slice, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if !pollUntil(t, time.Minute, last(one)) {
+	if !pollUntil(time.Minute, last(one)) {
 		t.Fatalf("the proxy never saw the change made after the API server came back: %+v", rec.all())
 	}
 	for _, p := range partialResponses(rec.all(), both, one) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/ingest"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/testlog"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/uplink"
 )
@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 
 func testLogger(t testing.TB) *slog.Logger {
 	t.Helper()
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	log, _ := testlog.New(t)
+	return log
 }
 
 // memHub is an ingest server and registry on an in-memory gRPC transport.

@@ -16,6 +16,7 @@ import (
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke"
 )
 
@@ -168,7 +169,7 @@ func TestKubeTwoClustersConverge(t *testing.T) {
 
 	// The spoke reports the export valid on the ServiceExport.
 	east := f.clusters[0]
-	waitFor(t, "the ServiceExport's Valid condition", func() bool {
+	testwait.For(t, "the ServiceExport's Valid condition", func() bool {
 		se, err := east.MCS.MulticlusterV1alpha1().ServiceExports("demo").Get(ctx, "echo", metav1.GetOptions{})
 		if err != nil {
 			return false
@@ -270,7 +271,7 @@ func TestKubeRestarts(t *testing.T) {
 	// anything.
 	stop()
 	f.runSpoke(t, 0, "east", "net-east")
-	waitFor(t, "the restarted spoke to be connected and acked", func() bool {
+	testwait.For(t, "the restarted spoke to be connected and acked", func() bool {
 		st := reg.Status()
 		return len(st) == 1 && st[0].Connected && st[0].ShardVersion >= 1 && st[0].Session != "" && st[0].LastAck.After(st[0].ConnectedSince)
 	})

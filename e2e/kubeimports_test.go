@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 // TestKubeImportsWrittenBack: a hub and two real spokes on real API
@@ -39,7 +40,7 @@ func TestKubeImportsWrittenBack(t *testing.T) {
 		name string
 		*kubetest.Cluster
 	}{{"east", east}, {"west", west}} {
-		waitFor(t, c.name+" holds demo/echo with a ClusterSetIP and east's endpoints", func() bool {
+		testwait.For(t, c.name+" holds demo/echo with a ClusterSetIP and east's endpoints", func() bool {
 			si, err := c.MCS.MulticlusterV1beta1().ServiceImports("demo").Get(t.Context(), "echo", metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false
@@ -67,7 +68,7 @@ func TestKubeImportsWrittenBack(t *testing.T) {
 		})
 	}
 	// Both clusters hold east's export: its ServiceExport is Ready.
-	waitFor(t, "east's ServiceExport Ready", func() bool {
+	testwait.For(t, "east's ServiceExport Ready", func() bool {
 		se, err := east.MCS.MulticlusterV1beta1().ServiceExports("demo").Get(t.Context(), "echo", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -82,7 +83,7 @@ func TestKubeImportsWrittenBack(t *testing.T) {
 	if err := east.MCS.MulticlusterV1beta1().ServiceExports("demo").Delete(t.Context(), "echo", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "west's demo/echo removed", func() bool {
+	testwait.For(t, "west's demo/echo removed", func() bool {
 		_, err := west.MCS.MulticlusterV1beta1().ServiceImports("demo").Get(t.Context(), "echo", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke"
 )
 
@@ -66,14 +67,14 @@ func TestKubeLeaderElection(t *testing.T) {
 	}
 
 	a := runElectingSpoke(t, f, "spoke-a")
-	waitFor(t, "spoke-a to hold the lease", func() bool { return holder() == "spoke-a" })
+	testwait.For(t, "spoke-a to hold the lease", func() bool { return holder() == "spoke-a" })
 	synced := await(t, reg, "spoke-a's full state", func(s clusterset.Snapshot) bool {
 		return len(endpointsOf(s, "demo/echo", "east")) == 2
 	})
-	waitFor(t, "spoke-a's Event on the rejected slice", func() bool { return events() == 1 })
+	testwait.For(t, "spoke-a's Event on the rejected slice", func() bool { return events() == 1 })
 
 	b := runElectingSpoke(t, f, "spoke-b")
-	waitFor(t, "spoke-b to be ready as a standby, its write held", func() bool {
+	testwait.For(t, "spoke-b to be ready as a standby, its write held", func() bool {
 		return b.s.Ready() && b.logged("write held until this spoke leads")
 	})
 	if got := holder(); got != "spoke-a" {
@@ -88,9 +89,9 @@ func TestKubeLeaderElection(t *testing.T) {
 
 	a.stop()
 	stopped := time.Now()
-	waitFor(t, "spoke-b to hold the lease", func() bool { return holder() == "spoke-b" })
+	testwait.For(t, "spoke-b to hold the lease", func() bool { return holder() == "spoke-b" })
 	tookOver := time.Since(stopped)
-	waitFor(t, "spoke-b's stream acknowledged by the hub", func() bool {
+	testwait.For(t, "spoke-b's stream acknowledged by the hub", func() bool {
 		st := status()
 		return st.Connected && st.ConnectedSince.After(stopped) && st.LastAck.After(st.ConnectedSince)
 	})
@@ -108,7 +109,7 @@ func TestKubeLeaderElection(t *testing.T) {
 		}
 	}
 	// What spoke-b held goes out once it leads: its own Event.
-	waitFor(t, "spoke-b's held Event", func() bool { return events() == 2 })
+	testwait.For(t, "spoke-b's held Event", func() bool { return events() == 2 })
 }
 
 // electingSpoke is a spoke under --leader-elect whose log is kept.

@@ -28,6 +28,7 @@ import (
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/internal/dnstest"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke"
 )
 
@@ -152,24 +153,6 @@ func startMCSFleet(t *testing.T, ids ...string) *mcsFleet {
 		f.startSpoke(id)
 	}
 	return f
-}
-
-// eventually waits for cond, failing with what it last said.
-func eventuallyOK(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last: %s", what, last)
-		}
-		<-tick.C
-	}
 }
 
 func createNamespace(t testing.TB, c *kubetest.Cluster, name string) {
@@ -319,7 +302,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 	var vip string
 	t.Run("a single exporter's import in every cluster with the namespace", func(t *testing.T) {
 		for name, c := range map[string]*kubetest.Cluster{"east": east, "west": west} {
-			eventuallyOK(t, "echo imported into "+name, func() (bool, string) {
+			testwait.ForState(t, "echo imported into "+name, func() (bool, string) {
 				si, ok := serviceImport(t, c, "echo")
 				return ok && len(si.Spec.IPs) == 1 && slices.Equal(clustersOf(si), []string{"east"}), fmt.Sprintf("%+v", si)
 			})
@@ -344,7 +327,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 			if si.Labels["tier"] != "web" || si.Annotations["owner"] != "team-a" || si.Labels["own"] != "" {
 				t.Errorf("%s: labels %v annotations %v, want the exported ones and never the Service's own", name, si.Labels, si.Annotations)
 			}
-			eventuallyOK(t, "echo's EndpointSlices in "+name, func() (bool, string) {
+			testwait.ForState(t, "echo's EndpointSlices in "+name, func() (bool, string) {
 				got := mcsSlices(t, c, "echo")
 				return len(got) == 1 && slices.Equal(got["east"], []string{"10.1.0.1", "10.1.0.2"}), fmt.Sprint(got)
 			})
@@ -354,14 +337,14 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 		if _, ok := serviceImport(t, north, "echo"); ok {
 			t.Error("an import in north, which has no namespace demo")
 		}
-		eventuallyOK(t, "east's export Valid, without conflict, Ready", func() (bool, string) {
+		testwait.ForState(t, "east's export Valid, without conflict, Ready", func() (bool, string) {
 			v, c, r := exportCondition(t, east, "echo", "Valid"), exportCondition(t, east, "echo", "Conflict"), exportCondition(t, east, "echo", "Ready")
 			return v.Status == metav1.ConditionTrue && c.Status == metav1.ConditionFalse && c.Reason == "NoConflicts" && r.Status == metav1.ConditionTrue,
 				fmt.Sprintf("%+v %+v %+v", v, c, r)
 		})
 		// The namespace appears in north: the import follows.
 		createNamespace(t, north, "demo")
-		eventuallyOK(t, "echo imported into north", func() (bool, string) {
+		testwait.ForState(t, "echo imported into north", func() (bool, string) {
 			si, ok := serviceImport(t, north, "echo")
 			return ok && len(si.Spec.IPs) == 1 && si.Spec.IPs[0] == vip, fmt.Sprintf("%+v", si)
 		})
@@ -372,7 +355,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 			IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicyRequireDualStack), IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol},
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP}},
 		}}, nil)
-		eventuallyOK(t, "dual imported into west", func() (bool, string) {
+		testwait.ForState(t, "dual imported into west", func() (bool, string) {
 			si, ok := serviceImport(t, west, "dual")
 			return ok && len(si.Spec.IPs) == 2, fmt.Sprintf("%+v", si)
 		})
@@ -402,7 +385,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 			}},
 		}
 		export(t, east, db, nil, "10.1.0.11", "10.1.0.12")
-		eventuallyOK(t, "db imported into west", func() (bool, string) {
+		testwait.ForState(t, "db imported into west", func() (bool, string) {
 			si, ok := serviceImport(t, west, "db")
 			return ok && si.Spec.Type == mcsv1beta1.Headless && len(si.Spec.IPs) == 0 && len(mcsSlices(t, west, "db")["east"]) == 2, fmt.Sprintf("%+v", si)
 		})
@@ -414,7 +397,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 
 	t.Run("ExternalName is not exported", func(t *testing.T) {
 		export(t, east, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ext"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}}, nil)
-		eventuallyOK(t, "ext's export Valid=False", func() (bool, string) {
+		testwait.ForState(t, "ext's export Valid=False", func() (bool, string) {
 			v := exportCondition(t, east, "ext", "Valid")
 			return v.Status == metav1.ConditionFalse && v.Reason == string(mcsv1alpha1.ServiceExportReasonInvalidServiceType), fmt.Sprintf("%+v", v)
 		})
@@ -444,7 +427,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 		}}}, nil, "10.2.0.11")
 
 		for name, c := range map[string]*kubetest.Cluster{"east": east, "west": west, "north": north} {
-			eventuallyOK(t, "echo from both clusters in "+name, func() (bool, string) {
+			testwait.ForState(t, "echo from both clusters in "+name, func() (bool, string) {
 				si, ok := serviceImport(t, c, "echo")
 				if !ok {
 					return false, "no import"
@@ -465,7 +448,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 			}
 		}
 		for name, c := range map[string]*kubetest.Cluster{"east": east, "west": west} {
-			eventuallyOK(t, name+"'s exports in conflict", func() (bool, string) {
+			testwait.ForState(t, name+"'s exports in conflict", func() (bool, string) {
 				e, d := exportCondition(t, c, "echo", "Conflict"), exportCondition(t, c, "db", "Conflict")
 				return e.Status == metav1.ConditionTrue && (e.Reason == "LabelsConflict" || e.Reason == "PortConflict") &&
 						strings.Contains(e.Message, "west") && d.Status == metav1.ConditionTrue && d.Reason == "TypeConflict",
@@ -479,7 +462,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 		f.spokes["west"]()
 		f.startSpoke("west")
 		// The restarted spoke has reported to the hubs what west holds.
-		eventuallyOK(t, "west's new spoke synced", func() (bool, string) {
+		testwait.ForState(t, "west's new spoke synced", func() (bool, string) {
 			for _, h := range f.hubs {
 				for _, st := range h.Registry().Status() {
 					if st.ID == "west" && (!st.Connected || st.ShardVersion == 0) {
@@ -494,7 +477,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 		export(t, east, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "marker"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
 			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP},
 		}}}, nil, "10.1.0.99")
-		eventuallyOK(t, "marker imported into west", func() (bool, string) {
+		testwait.ForState(t, "marker imported into west", func() (bool, string) {
 			_, ok := serviceImport(t, west, "marker")
 			return ok && len(mcsSlices(t, west, "marker")["east"]) == 1, ""
 		})
@@ -512,7 +495,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 	t.Run("ClusterSetIPs survive a hub restart", func(t *testing.T) {
 		f.hubs[0].stop()
 		f.startHub(0)
-		eventuallyOK(t, "the restarted replica's echo", func() (bool, string) {
+		testwait.ForState(t, "the restarted replica's echo", func() (bool, string) {
 			s := f.hubs[0].Registry().Current()
 			v, ok := s.Service("demo/echo")
 			ips := s.Import("demo/echo").ClustersetIPs
@@ -524,7 +507,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 		if err := east.MCS.MulticlusterV1alpha1().ServiceExports("demo").Delete(t.Context(), "echo", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventuallyOK(t, "echo from west alone", func() (bool, string) {
+		testwait.ForState(t, "echo from west alone", func() (bool, string) {
 			si, ok := serviceImport(t, north, "echo")
 			got := mcsSlices(t, north, "echo")
 			return ok && slices.Equal(clustersOf(si), []string{"west"}) && len(got["east"]) == 0 && si.Spec.IPs[0] == vip, fmt.Sprintf("%+v %v", si, got)
@@ -533,7 +516,7 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, c := range map[string]*kubetest.Cluster{"east": east, "west": west, "north": north} {
-			eventuallyOK(t, "echo gone from "+name, func() (bool, string) {
+			testwait.ForState(t, "echo gone from "+name, func() (bool, string) {
 				_, ok := serviceImport(t, c, "echo")
 				got := mcsSlices(t, c, "echo")
 				return !ok && len(got) == 0, fmt.Sprint(got)

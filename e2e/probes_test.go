@@ -13,7 +13,7 @@ func TestProcessSpokeReadiness(t *testing.T) {
 	hubAddr, debug := freeAddr(t), freeAddr(t)
 	pod := startBackend(t, "127.0.9.1", "east")
 	startProcSpoke(t, hubAddr, "east", "n1", echoManifests("z-east", pod), "--debug-addr", debug)
-	if !pollUntil(t, 30*time.Second, func() bool { return httpStatusOf(t.Context(), "http://"+debug+"/healthz") == http.StatusOK }) {
+	if !pollUntil(30*time.Second, func() bool { return httpStatusOf(t.Context(), "http://"+debug+"/healthz") == http.StatusOK }) {
 		t.Fatal("the spoke's /healthz never answered")
 	}
 	if got := httpStatusOf(t.Context(), "http://"+debug+"/readyz"); got != http.StatusServiceUnavailable {
@@ -22,7 +22,7 @@ func TestProcessSpokeReadiness(t *testing.T) {
 	h := &procHub{federation: hubAddr, xds: freeAddr(t), debug: freeAddr(t)}
 	h.process = startProcess(t, "hub", "hub", "--insecure", "--id", "hub-probes",
 		"--federation-addr", h.federation, "--xds-addr", h.xds, "--debug-addr", h.debug)
-	if !pollUntil(t, time.Minute, func() bool { return httpStatusOf(t.Context(), "http://"+debug+"/readyz") == http.StatusOK }) {
+	if !pollUntil(time.Minute, func() bool { return httpStatusOf(t.Context(), "http://"+debug+"/readyz") == http.StatusOK }) {
 		t.Fatal("the spoke never turned ready once the hub had its full state")
 	}
 	h.kill()

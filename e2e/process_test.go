@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshfed/meshfed/hub/debug"
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 // The process tests run the real meshfed binary: a hub and spokes as
@@ -236,7 +237,7 @@ type clusterRow struct {
 // every listener before it serves any).
 func (h *procHub) waitUp(t *testing.T) {
 	t.Helper()
-	if !pollUntil(t, 30*time.Second, func() bool { return h.clusters(t.Context()) != nil }) {
+	if !pollUntil(30*time.Second, func() bool { return h.clusters(t.Context()) != nil }) {
 		t.Fatal("the hub never answered on its debug address")
 	}
 }
@@ -245,7 +246,7 @@ func (h *procHub) waitUp(t *testing.T) {
 func (h *procHub) waitCluster(t *testing.T, id string, timeout time.Duration, cond func(clusterRow) bool) clusterRow {
 	t.Helper()
 	var last []clusterRow
-	ok := pollUntil(t, timeout, func() bool {
+	ok := pollUntil(timeout, func() bool {
 		last = h.clusters(t.Context())
 		for _, c := range last {
 			if c.id == id && cond(c) {
@@ -290,23 +291,9 @@ func httpStatusOf(ctx context.Context, url string) int {
 	return code
 }
 
-// pollUntil polls cond every 20 ms until it holds or timeout passes.
-func pollUntil(t testing.TB, timeout time.Duration, cond func() bool) bool {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-t.Context().Done():
-			return false
-		case <-tick.C:
-		}
-	}
-	return true
+// pollUntil reports whether cond holds within timeout.
+func pollUntil(timeout time.Duration, cond func() bool) bool {
+	return testwait.Within(timeout, func() (bool, string) { return cond(), "" })
 }
 
 // procSpoke is a spoke process federating a directory of manifests.

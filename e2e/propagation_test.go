@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/xds"
 )
 
@@ -79,11 +80,11 @@ func TestPropagationLatencyIsMeasured(t *testing.T) {
 		more := append([]backend{}, east...)
 		more = append(more, startBackend(t, fmt.Sprintf("127.0.0.%d", 36+i), "east"))
 		f.setEndpoints("east", "net1", "z-east", nil, more...)
-		waitFor(t, "the proxy to ACK the change", func() bool { return synced(before) })
+		testwait.For(t, "the proxy to ACK the change", func() bool { return synced(before) })
 		for _, p := range f.hub.XDS().Proxies() {
 			before = p.Types["type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"].AckedVersion
 		}
-		waitFor(t, "the change counted", func() bool {
+		testwait.For(t, "the change counted", func() bool {
 			n, _ := histogram(t, debug, "meshfed_propagation_seconds", eds, "kind=grpc")
 			return n >= uint64(i+1)
 		})

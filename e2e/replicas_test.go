@@ -25,7 +25,7 @@ func startVIP(t *testing.T, hubs ...*procHub) string {
 	// that dialled a Service with none would be in gRPC's reconnect
 	// backoff (up to two minutes) when the first replica turns ready,
 	// and the tests would measure that.
-	if !pollUntil(t, 2*time.Minute, func() bool {
+	if !pollUntil(2*time.Minute, func() bool {
 		for _, h := range hubs {
 			if !h.ready(t.Context()) {
 				return false
@@ -198,13 +198,13 @@ func TestProcessTwoReplicas(t *testing.T) {
 	client := xdsClient(t, vip, "client-east", "east", "n1", "r1", "z-east")
 	eventually(t, client, "east")
 	rec := recordEDS(t, vip)
-	if !pollUntil(t, 30*time.Second, func() bool { return len(rec.all()) > 0 }) {
+	if !pollUntil(30*time.Second, func() bool { return len(rec.all()) > 0 }) {
 		t.Fatal("the recorder got no response through the Service")
 	}
 
 	killed := time.Now()
 	a.kill()
-	if !pollUntil(t, 30*time.Second, func() bool {
+	if !pollUntil(30*time.Second, func() bool {
 		got := rec.all()
 		return got[len(got)-1].stream > 1
 	}) {
@@ -224,7 +224,7 @@ func TestProcessTwoReplicas(t *testing.T) {
 	spokes["east"].write(t, echoManifests("z-east", moved))
 	eventually(t, client, "east-2")
 	want = []string{"127.0.3.2", "127.0.3.3", "127.0.3.4"}
-	if !pollUntil(t, 30*time.Second, func() bool {
+	if !pollUntil(30*time.Second, func() bool {
 		got := rec.all()
 		return slices.Equal(got[len(got)-1].addrs, want)
 	}) {

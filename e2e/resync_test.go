@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 	"github.com/meshfed/meshfed/spoke/shard"
@@ -63,7 +64,7 @@ func TestSyncHubLostTheShard(t *testing.T) {
 		return len(endpointsOf(s, "demo/echo", "east")) == endpoints && s.WorkloadCount() == endpoints
 	}
 	await(t, first.reg, "the first hub's sync", func(s clusterset.Snapshot) bool { return whole(s, n) })
-	waitFor(t, "ack of the full state", func() bool { return ackedVersion(tr) == 1 })
+	testwait.For(t, "ack of the full state", func() bool { return ackedVersion(tr) == 1 })
 
 	d.mu.Lock()
 	d.client = second.client

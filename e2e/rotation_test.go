@@ -98,7 +98,7 @@ func TestProcessCARotation(t *testing.T) {
 	write("ca.crt", newCA.CertPEM())
 	write("spoke-ca.crt", newCA.CertPEM())
 	north := spoke("north")
-	if !pollUntil(t, time.Minute, func() bool {
+	if !pollUntil(time.Minute, func() bool {
 		line := h.metricLine(t, `meshfed_hub_tls_handshake_failures_total{listener="federation",reason="unknown_authority"}`)
 		return line != "" && !strings.HasSuffix(line, " 0")
 	}) {

@@ -146,7 +146,7 @@ clusters:
 	// A cluster the policy does not name is refused, and a reload admits it.
 	northPod := startBackend(t, "127.0.6.1", "north")
 	startProcSpoke(t, h.federation, "north", "n3", echoManifests("z-north", northPod))
-	if !pollUntil(t, 30*time.Second, func() bool {
+	if !pollUntil(30*time.Second, func() bool {
 		line := h.metricLine(t, `meshfed_hub_spoke_refusals_total{reason="not_admitted"}`)
 		return line != "" && !strings.HasSuffix(line, " 0")
 	}) {
@@ -160,7 +160,7 @@ clusters:
 
 	// An invalid edit is refused; the policy in force stays.
 	writePolicy(t, policyFile, policy+"- id: north\n  networks: [n3]\n  cidr: {}\n")
-	if !pollUntil(t, 30*time.Second, func() bool {
+	if !pollUntil(30*time.Second, func() bool {
 		return strings.HasSuffix(h.metricLine(t, `meshfed_hub_cluster_policy_reloads_total{result="refused"}`), " 1")
 	}) {
 		t.Fatal("the invalid policy edit was not refused")

@@ -394,7 +394,7 @@ func sideBySideRemoteSecret(b *testing.B, home *kubetest.Cluster, id string, rem
 // listens: the hub opens it after its warm-up.
 func sideBySideDial(b *testing.B, addr string, p istiodtest.Proxy, hub *testproc.Process) *istiodtest.ADSClient {
 	b.Helper()
-	if !pollUntil(b, 2*time.Minute, func() bool {
+	if !pollUntil(2*time.Minute, func() bool {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			_ = conn.Close()

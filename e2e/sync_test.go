@@ -13,6 +13,7 @@ import (
 	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/shard"
 )
 
@@ -37,7 +38,7 @@ func TestSyncAckAndDelta(t *testing.T) {
 		t.Errorf("delta carries %d removals, %d endpoints, %d services; want only the one removal",
 			n, len(got[1].GetEndpoints()), len(got[1].GetServices()))
 	}
-	waitFor(t, "ack of version 2", func() bool { return ackedVersion(tr) == 2 })
+	testwait.For(t, "ack of version 2", func() bool { return ackedVersion(tr) == 2 })
 }
 
 // rawStream opens a Sync stream and completes the Hello/Welcome exchange.
@@ -200,12 +201,12 @@ func TestSyncReconnectResumes(t *testing.T) {
 	d := &killableDialer{client: h.client}
 	u := runUplink(t, "east", tr, d.dial)
 	await(t, h.reg, "initial sync", func(s clusterset.Snapshot) bool { return len(endpointsOf(s, "demo/echo", "east")) == 50 })
-	waitFor(t, "ack of the full state", func() bool { return ackedVersion(tr) == 1 })
+	testwait.For(t, "ack of the full state", func() bool { return ackedVersion(tr) == 1 })
 
 	d.kill()
 	// The kill is seen when the uplink counts a reconnect; a change made
 	// before that could still leave on the old stream.
-	waitFor(t, "the uplink to reconnect", func() bool { return u.Status().Reconnects > 0 })
+	testwait.For(t, "the uplink to reconnect", func() bool { return u.Status().Reconnects > 0 })
 	// A change made meanwhile travels as a delta after the resume.
 	tr.Update(time.Now(), true, func(w shard.Writer) {
 		must(w.SetEndpoints("demo/echo", testEndpoints("demo", "echo", 49, 1)))
@@ -246,7 +247,7 @@ func TestSyncRestartedSpokeDoesNotFlap(t *testing.T) {
 	second := newTracker()
 	fill(second, "east", "n1", 20)
 	runUplink(t, "east", second, (&killableDialer{client: h.client}).dial)
-	waitFor(t, "the restarted spoke's full state to be acked", func() bool { return ackedVersion(second) == 1 })
+	testwait.For(t, "the restarted spoke's full state to be acked", func() bool { return ackedVersion(second) == 1 })
 
 	for s := before; s != nil; s = s.Next() {
 		if n := len(endpointsOf(s, "demo/echo", "east")); n != 20 {
@@ -295,18 +296,5 @@ func TestSyncSecondStreamReplacesFirst(t *testing.T) {
 	st := h.reg.Status()
 	if len(st) != 1 || !st[0].Connected || st[0].Session != "s2" {
 		t.Errorf("status = %+v, want east connected with session s2", st)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
 	}
 }

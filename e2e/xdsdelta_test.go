@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/xds/resources"
 )
@@ -101,7 +102,7 @@ func addresses(t *testing.T, r *discovery.Resource) []string {
 // waitServed waits until the hub's xDS cache serves a resource.
 func (f *xdsFleet) waitServed(t *testing.T, typeURL, view, name string) {
 	t.Helper()
-	waitFor(t, name+" in the xDS cache", func() bool {
+	testwait.For(t, name+" in the xDS cache", func() bool {
 		_, ok := f.hub.XDS().Resources(typeURL, view)[name]
 		return ok
 	})
@@ -141,7 +142,7 @@ func TestXDSDelta(t *testing.T) {
 		TypeUrl: resourcev3.EndpointType, ResponseNonce: eds.GetNonce(),
 		ErrorDetail: &status.Status{Code: 3, Message: "test rejects this"},
 	})
-	waitFor(t, "the NACK in /debug/proxies", func() bool {
+	testwait.For(t, "the NACK in /debug/proxies", func() bool {
 		for _, p := range f.hub.XDS().Proxies() {
 			if ts, ok := p.Types[resourcev3.EndpointType]; ok && p.ID == "delta-1" && ts.Nacks == 1 && ts.NackReason == "test rejects this" {
 				return true
@@ -179,7 +180,7 @@ func TestXDSDelta(t *testing.T) {
 	view := resources.View{Network: "net1", Locality: resources.Locality{Region: "r-east", Zone: "z-east"}}.Key()
 	// Wait for this content: a push sends CDS before it updates EDS, so the
 	// old assignment can still be there for a moment.
-	waitFor(t, "echo's two endpoints in the xDS cache", func() bool {
+	testwait.For(t, "echo's two endpoints in the xDS cache", func() bool {
 		return f.hub.XDS().Resources(resourcev3.EndpointType, view)[echoCluster] == edsVersion
 	})
 	d2 := openDelta(t, addr)
@@ -223,7 +224,7 @@ func TestXDSStateOfTheWorldNackIsRecorded(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the NACK to be recorded", func() bool {
+	testwait.For(t, "the NACK to be recorded", func() bool {
 		ps := f.hub.XDS().Proxies()
 		return len(ps) == 1 && ps[0].Types[resourcev3.ClusterType].Nacks == 1 &&
 			strings.Contains(ps[0].Types[resourcev3.ClusterType].NackReason, "rejected")

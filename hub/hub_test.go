@@ -1,19 +1,18 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -83,7 +82,7 @@ func TestReadyz(t *testing.T) {
 
 // TestRunLogsStopping: a hub asked to stop says so, with the reason.
 func TestRunLogsStopping(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	cfg := DefaultConfig()
 	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr, cfg.Insecure = "127.0.0.1:0", "", "", true
 	h, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
@@ -100,22 +99,4 @@ func TestRunLogsStopping(t *testing.T) {
 	if want := `msg=stopping reason="interrupt signal received"`; !strings.Contains(logs.String(), want) {
 		t.Errorf("the hub's log lacks %s:\n%s", want, logs.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that goroutines may write to at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/testlog"
 )
 
 func shard(id string) *federationpb.ShardUpdate {
@@ -100,7 +101,7 @@ func TestWarmUpWaitsWhileMembersSync(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(0, 0))
 	const limit = time.Minute
 	reg.Expect([]federation.ClusterID{"east", "west", "north"})
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	done := make(chan clusterset.Snapshot, 1)
 	go func() { done <- warmUp(t.Context(), reg, time.Second, limit, clk, log) }()
@@ -135,7 +136,7 @@ func TestWarmUpWaitsWhileMembersSync(t *testing.T) {
 }
 
 // awaitLog waits until the log holds n lines with s.
-func awaitLog(t *testing.T, logs *lockedBuffer, s string, n int) {
+func awaitLog(t *testing.T, logs *testlog.Buffer, s string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for strings.Count(logs.String(), s) < n {

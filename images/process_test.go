@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 // runBinaries runs the binaries unpacked from the images as a container
@@ -169,11 +171,7 @@ func (p *process) stop(t *testing.T) {
 // or as soon as one of procs exits.
 func waitFor(t *testing.T, what string, cond func() bool, procs ...*process) {
 	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
+	ok := testwait.Within(30*time.Second, func() (bool, string) {
 		for _, p := range procs {
 			select {
 			case <-p.exited:
@@ -181,13 +179,10 @@ func waitFor(t *testing.T, what string, cond func() bool, procs ...*process) {
 			default:
 			}
 		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out after 30s waiting for %s", what)
-		case <-t.Context().Done():
-			t.Fatalf("waiting for %s: %v", what, t.Context().Err())
-		}
+		return cond(), ""
+	})
+	if !ok {
+		t.Fatalf("timed out after 30s waiting for %s", what)
 	}
 }
 

@@ -1,15 +1,15 @@
 package spoke
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/meshfed/meshfed/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // TestRunLogsStopping: a spoke asked to stop says so, with the reason,
 // before it stops.
 func TestRunLogsStopping(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	cfg := DefaultConfig()
 	cfg.ClusterID, cfg.Network, cfg.Hub, cfg.Insecure, cfg.Manifests = "east", "n1", "127.0.0.1:1", true, t.TempDir()
 	s, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
@@ -37,22 +37,4 @@ func TestRunLogsStopping(t *testing.T) {
 		}
 	}
 	t.Errorf("the spoke did not log that it stops, and why:\n%s", logs.String())
-}
-
-// lockedBuffer is a bytes.Buffer that goroutines may write to at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

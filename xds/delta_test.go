@@ -24,6 +24,7 @@ import (
 
 	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/internal/grpccodec"
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 func TestSubscription(t *testing.T) {
@@ -180,7 +181,7 @@ func TestDeltaStream(t *testing.T) {
 		}
 		return streams, watches
 	}
-	await(t, "the ACK's watch", func() bool { s, w := count(); return s == 1 && w == 1 })
+	testwait.For(t, "the ACK's watch", func() bool { s, w := count(); return s == 1 && w == 1 })
 
 	end() // the proxy goes away
 	if err := <-done; err != nil {
@@ -232,7 +233,7 @@ func TestDeltaStreamBookCountsSubscriptions(t *testing.T) {
 		}
 		return -1
 	}
-	await(t, "the ACK in the book", func() bool { return subscribed() != -1 })
+	testwait.For(t, "the ACK in the book", func() bool { return subscribed() != -1 })
 	if got := subscribed(); got != 2 {
 		t.Errorf("the book counts %d subscribed names after the ACK, want 2", got)
 	}

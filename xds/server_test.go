@@ -3,7 +3,6 @@ package xds
 import (
 	"io"
 	"log/slog"
-	"runtime"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/xdstest"
 )
@@ -69,7 +69,7 @@ func TestPushLoopDebounces(t *testing.T) {
 
 	c.SetService("east", echoWithPorts(8080, 9001))
 	c.Publish()
-	await(t, "the lone change's push", func() bool { return pushes() == 1 })
+	testwait.For(t, "the lone change's push", func() bool { return pushes() == 1 })
 	if !hasCluster(9001) {
 		t.Fatal("the lone change was not pushed")
 	}
@@ -78,14 +78,14 @@ func TestPushLoopDebounces(t *testing.T) {
 	c.Publish()
 	// Waiting out the interval, the loop has two timers on the clock: its
 	// liveness beat's, which an idle loop has too, and the interval's.
-	await(t, "the loop to wait out the interval", func() bool { return clk.Waiters() == 2 })
+	testwait.For(t, "the loop to wait out the interval", func() bool { return clk.Waiters() == 2 })
 	c.SetService("east", echoWithPorts(8080, 9003))
 	c.Publish()
 	if pushes() != 1 {
 		t.Fatal("a change within the interval was pushed before it ended")
 	}
 	clk.Step(time.Second)
-	await(t, "the coalesced push", func() bool { return pushes() == 2 })
+	testwait.For(t, "the coalesced push", func() bool { return pushes() == 2 })
 	if !hasCluster(9003) || hasCluster(9002) || hasCluster(9001) {
 		t.Errorf("after the coalesced push CDS has 9001 %v, 9002 %v, 9003 %v; want 9003 alone", hasCluster(9001), hasCluster(9002), hasCluster(9003))
 	}
@@ -93,20 +93,8 @@ func TestPushLoopDebounces(t *testing.T) {
 	clk.Step(2 * time.Second) // quiet
 	c.SetService("east", echoWithPorts(8080, 9004))
 	c.Publish()
-	await(t, "the push of a change after a quiet period", func() bool { return pushes() == 3 })
+	testwait.For(t, "the push of a change after a quiet period", func() bool { return pushes() == 3 })
 	if !hasCluster(9004) {
 		t.Error("the change after a quiet period was not pushed")
-	}
-}
-
-// await waits for cond, failing after a minute.
-func await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: timed out", what)
-		}
-		runtime.Gosched()
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/internal/adspb"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/xds/translate"
 	"github.com/meshfed/meshfed/xds/xdstest"
 )
@@ -179,7 +180,7 @@ func TestSotwStreamByName(t *testing.T) {
 	}
 	// Dropping a, then asking for it again: sent again, unchanged.
 	c.send(&discovery.DiscoveryRequest{TypeUrl: typ, ResourceNames: []string{"b"}, ResponseNonce: r.GetNonce()})
-	await(t, "the request for b alone", func() bool { return slices.Equal(s.proxies.subscribed("p1", typ), []string{"b"}) })
+	testwait.For(t, "the request for b alone", func() bool { return slices.Equal(s.proxies.subscribed("p1", typ), []string{"b"}) })
 	put(s, typ, "2", "b")
 	r = c.recv()
 	if got := resourceNames(r); !slices.Equal(got, []string{"b2"}) {

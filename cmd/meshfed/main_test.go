@@ -7,13 +7,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/meshfed/meshfed/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
@@ -23,29 +24,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestDemoAndStatus runs `meshfed demo` on free ports and asks it for its
 // status the way a user would.
 func TestDemoAndStatus(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	var out syncBuffer
+	var out testlog.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"demo", "--dir", t.TempDir(), "--federation-addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0", "--xds-addr", "127.0.0.1:0"}, &out, io.Discard)

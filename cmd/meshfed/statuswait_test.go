@@ -26,6 +26,7 @@ import (
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/debug"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/testlog"
 )
 
 // testHub is an in-process hub whose clusters the test connects through
@@ -168,7 +169,7 @@ func TestStatusOutputs(t *testing.T) {
 // synced, saying on stderr what it waits for as that changes.
 func TestStatusWait(t *testing.T) {
 	h := startHub(t)
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- statusWith(t.Context(), t, &stdout, &stderr, "--debug-addr", h.debugAddr, "--wait", "--clusters", "east,west", "--timeout", "1m")

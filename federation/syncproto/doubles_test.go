@@ -361,19 +361,3 @@ func (e *hubEvents) Rejected(n *federationpb.Nack) {
 	defer e.mu.Unlock()
 	e.rejected = append(e.rejected, n)
 }
-
-// eventually waits for cond, failing the test after a deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}

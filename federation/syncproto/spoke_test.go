@@ -9,6 +9,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 type sessionResult struct {
@@ -81,7 +82,7 @@ func (st *spokeTest) result(t *testing.T) sessionResult {
 // armed waits until n timers of the session's wait on the clock.
 func (st *spokeTest) armed(t *testing.T, n int) {
 	t.Helper()
-	eventually(t, "the session's timers", func() bool { return st.clock.Waiters() == n })
+	testwait.For(t, "the session's timers", func() bool { return st.clock.Waiters() == n })
 }
 
 func ack(v uint64) *federationpb.HubMessage {
@@ -125,7 +126,7 @@ func TestSyncSpokeSendsChunksAndTakesAcks(t *testing.T) {
 	if err := h.Send(ack(1)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the ack of the full state", func() bool {
+	testwait.For(t, "the ack of the full state", func() bool {
 		st.events.mu.Lock()
 		defer st.events.mu.Unlock()
 		return st.events.fulls == 1
@@ -197,7 +198,7 @@ func TestSyncSpokeNackBackoff(t *testing.T) {
 		for range wait / time.Second {
 			st.clock.Step(time.Second)
 		}
-		eventually(t, "the next update", func() bool {
+		testwait.For(t, "the next update", func() bool {
 			st.shard.mu.Lock()
 			defer st.shard.mu.Unlock()
 			return len(st.shard.nexts) > from

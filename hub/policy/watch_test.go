@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/meshfed/meshfed/hub/policy"
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 func TestWatcherReloads(t *testing.T) {
@@ -59,7 +59,7 @@ func TestWatcherReloads(t *testing.T) {
 	// the checks below tick until what they wait for happens.
 	tick := func() {
 		t.Helper()
-		waitFor(t, clk.HasWaiters)
+		testwait.For(t, "the watcher to wait on its clock", clk.HasWaiters)
 		clk.Step(time.Second)
 	}
 	counts := func() (int, int) { mu.Lock(); defer mu.Unlock(); return len(applied), len(results) }
@@ -99,32 +99,12 @@ func TestWatcherReloads(t *testing.T) {
 	mu.Unlock()
 }
 
-// waitFor polls cond (no clock involved) until it holds or a deadline
-// passes.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		runtime.Gosched()
-	}
-}
-
-// waitUntil ticks until cond holds, giving the watcher time to take each
-// tick, or fails after a deadline.
+// waitUntil ticks the watcher's clock until cond holds: each check after
+// a tick gives the watcher the time to take it.
 func waitUntil(t *testing.T, tick func(), cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testwait.For(t, "the watcher to take the ticks", func() bool {
 		tick()
-		for range 1000 {
-			if cond() {
-				return
-			}
-			runtime.Gosched()
-		}
-	}
-	t.Fatal("condition not met within 10s")
+		return cond()
+	})
 }

@@ -10,12 +10,16 @@ import (
 // Timeout bounds every wait: it matters only when a test fails.
 const Timeout = 20 * time.Second
 
-// interval is how often a condition is checked.
-const interval = 10 * time.Millisecond
+// A condition is checked at once, then after firstInterval, each wait
+// twice the last up to maxInterval: a condition about to hold is seen at
+// once, one that takes seconds costs little.
+const (
+	firstInterval = 100 * time.Microsecond
+	maxInterval   = 20 * time.Millisecond
+)
 
-// For waits until cond holds, checking it at once and then every 10ms,
-// and fails t when it has not held within Timeout; what names what is
-// awaited.
+// For waits until cond holds, and fails t when it has not held within
+// Timeout; what names what is awaited.
 func For(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	ForState(t, what, func() (bool, string) { return cond(), "" })
@@ -34,19 +38,20 @@ func ForState(t testing.TB, what string, cond func() (bool, string)) {
 	}
 }
 
-// Within reports whether cond holds within limit, checking it at once and
-// then every 10ms: for a wait whose failure the caller reports itself.
+// Within reports whether cond holds within limit: for a wait whose
+// failure the caller reports itself.
 func Within(limit time.Duration, cond func() (bool, string)) bool {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
+	wait := time.NewTimer(firstInterval)
+	defer wait.Stop()
+	for interval := firstInterval; ; interval = min(2*interval, maxInterval) {
 		if ok, _ := cond(); ok {
 			return true
 		}
+		wait.Reset(interval)
 		select {
-		case <-tick.C:
+		case <-wait.C:
 		case <-deadline.C:
 			ok, _ := cond()
 			return ok

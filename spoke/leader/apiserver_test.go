@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 // TestElectorsOnAPIServer: two electors on a real API server's Lease,
@@ -53,7 +54,7 @@ func TestElectorsOnAPIServer(t *testing.T) {
 	}
 	a, b := start("a"), start("b")
 	var leader, standby *runner
-	poll(t, "one elector to lead", func() bool {
+	testwait.For(t, "one elector to lead", func() bool {
 		if a.e.Leading() && b.e.Leading() {
 			t.Fatal("both electors lead")
 		}
@@ -79,7 +80,7 @@ func TestElectorsOnAPIServer(t *testing.T) {
 	}
 	leader.done <- nil
 	stopped := time.Now()
-	poll(t, "the standby to take over", standby.e.Leading)
+	testwait.For(t, "the standby to take over", standby.e.Leading)
 	t.Logf("the standby led %v after the leader stopped (retry period 250ms)", time.Since(stopped).Round(time.Millisecond))
 	lease, err = c.Client.CoordinationV1().Leases("meshfed").Get(t.Context(), DefaultLeaseName, metav1.GetOptions{})
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 // waitLimit bounds every wait of these tests.
@@ -190,7 +192,7 @@ func (c *candidate) state() (runs int, running bool) {
 // what the last step of its clock started.
 func (c *candidate) settle() {
 	c.t.Helper()
-	poll(c.t, "the elector to wait on its clock", c.clk.HasWaiters)
+	testwait.For(c.t, "the elector to wait on its clock", c.clk.HasWaiters)
 }
 
 // step moves the candidate's clock on by d, and settles.
@@ -201,27 +203,12 @@ func (c *candidate) step(d time.Duration) {
 	c.settle()
 }
 
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(waitLimit)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("waited %v for %s", waitLimit, what)
-		case <-tick.C:
-		}
-	}
-}
-
 func holder(l *coordinationv1.Lease) string { return ptr.Deref(l.Spec.HolderIdentity, "") }
 
 func TestElectorTakesAFreeLease(t *testing.T) {
 	store := &memLeases{}
 	a := startCandidate(t, store, store, "a", nil)
-	poll(t, "a to lead", a.e.Leading)
+	testwait.For(t, "a to lead", a.e.Leading)
 	a.settle()
 	l := store.current()
 	if holder(l) != "a" || ptr.Deref(l.Spec.LeaseTransitions, -1) != 0 || ptr.Deref(l.Spec.LeaseDurationSeconds, 0) != 15 {
@@ -246,7 +233,7 @@ func TestStandbyTakesOverASilentLeader(t *testing.T) {
 	store := &memLeases{}
 	aClient := &partitioned{LeaseClient: store}
 	a := startCandidate(t, store, aClient, "a", nil)
-	poll(t, "a to lead", a.e.Leading)
+	testwait.For(t, "a to lead", a.e.Leading)
 	b := startCandidate(t, store, store, "b", nil)
 	b.settle()
 	if b.e.Leading() {
@@ -262,7 +249,7 @@ func TestStandbyTakesOverASilentLeader(t *testing.T) {
 		}
 	}
 	a.step(DefaultRetryPeriod)
-	poll(t, "a's work to end", func() bool { _, running := a.state(); return !running })
+	testwait.For(t, "a's work to end", func() bool { _, running := a.state(); return !running })
 	if a.e.Leading() {
 		t.Fatal("a leads past its renew deadline")
 	}
@@ -276,7 +263,7 @@ func TestStandbyTakesOverASilentLeader(t *testing.T) {
 		}
 	}
 	b.step(DefaultRetryPeriod)
-	poll(t, "b to lead", b.e.Leading)
+	testwait.For(t, "b to lead", b.e.Leading)
 	l := store.current()
 	if holder(l) != "b" || ptr.Deref(l.Spec.LeaseTransitions, 0) != 1 {
 		t.Errorf("lease %+v; want b holding it after one transition", l.Spec)
@@ -298,7 +285,7 @@ func TestStandbyTakesOverASilentLeader(t *testing.T) {
 func TestReleaseOnShutdown(t *testing.T) {
 	store := &memLeases{}
 	a := startCandidate(t, store, store, "a", nil)
-	poll(t, "a to lead", a.e.Leading)
+	testwait.For(t, "a to lead", a.e.Leading)
 	b := startCandidate(t, store, store, "b", nil)
 	b.settle()
 
@@ -312,7 +299,7 @@ func TestReleaseOnShutdown(t *testing.T) {
 		t.Fatalf("writes %q; want a's work to end, then the lease released", writes)
 	}
 	b.step(DefaultRetryPeriod)
-	poll(t, "b to lead", b.e.Leading)
+	testwait.For(t, "b to lead", b.e.Leading)
 }
 
 // TestLeaderStopsWhenAnotherHolds: a leader that reads another holder in
@@ -320,7 +307,7 @@ func TestReleaseOnShutdown(t *testing.T) {
 func TestLeaderStopsWhenAnotherHolds(t *testing.T) {
 	store := &memLeases{}
 	a := startCandidate(t, store, store, "a", nil)
-	poll(t, "a to lead", a.e.Leading)
+	testwait.For(t, "a to lead", a.e.Leading)
 	a.settle()
 	l := store.current()
 	l.Spec.HolderIdentity = ptr.To("intruder")
@@ -331,7 +318,7 @@ func TestLeaderStopsWhenAnotherHolds(t *testing.T) {
 	if a.e.Leading() {
 		t.Fatal("a leads while another holds the lease")
 	}
-	poll(t, "a's work to end", func() bool { _, running := a.state(); return !running })
+	testwait.For(t, "a's work to end", func() bool { _, running := a.state(); return !running })
 	if holder(store.current()) != "intruder" {
 		t.Errorf("a released or took the lease it lost")
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 // TestHoldWrites: a standby's reads go through, its writes wait until it
@@ -53,7 +55,7 @@ func TestHoldWrites(t *testing.T) {
 
 	held := make(chan error, 1)
 	go func() { held <- do(t.Context(), http.MethodPost) }()
-	poll(t, "the POST to be held", func() bool { return logged.count("write held until this spoke leads") == 2 })
+	testwait.For(t, "the POST to be held", func() bool { return logged.count("write held until this spoke leads") == 2 })
 	select {
 	case err := <-held:
 		t.Fatalf("a standby's POST returned (%v) before it led", err)

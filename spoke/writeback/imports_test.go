@@ -75,7 +75,7 @@ func (r *rig) gauge(t *testing.T, name string) float64 {
 // awaitSynced waits until each key has had a successful sync.
 func (r *rig) awaitSynced(t *testing.T, keys ...string) {
 	t.Helper()
-	poll(t, fmt.Sprintf("imports %v synced", keys), func() bool {
+	testwait.For(t, fmt.Sprintf("imports %v synced", keys), func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for _, k := range keys {
@@ -85,12 +85,6 @@ func (r *rig) awaitSynced(t *testing.T, keys ...string) {
 		}
 		return true
 	})
-}
-
-// poll waits for cond.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testwait.For(t, what, cond)
 }
 
 func createNamespace(t testing.TB, c *kubetest.Cluster, name string) {
@@ -189,7 +183,7 @@ func dbImport(ns string) *federationpb.Import {
 
 func checkHeld(t *testing.T, store *imports.Store, key string, want *federationpb.HeldImport) {
 	t.Helper()
-	poll(t, "held "+key, func() bool {
+	testwait.For(t, "held "+key, func() bool {
 		got, ok := store.Held().Get(key)
 		if want == nil {
 			return !ok
@@ -209,7 +203,7 @@ func TestImportsWritten(t *testing.T) {
 	r.send(echoImport("demo"), dbImport("demo"), echoImport("later"), meshOnly)
 
 	// The ClusterSetIP import, every field copied.
-	poll(t, "demo/echo imported with its status", func() bool {
+	testwait.For(t, "demo/echo imported with its status", func() bool {
 		si, ok := serviceImport(t, c, "demo", "echo")
 		return ok && len(si.Status.Clusters) == 2
 	})
@@ -251,7 +245,7 @@ func TestImportsWritten(t *testing.T) {
 	}
 
 	// Its slices: per cluster and family, at most 1000 endpoints each.
-	poll(t, "demo/echo's slices", func() bool { return endpointsOf(importSlices(t, c, "demo", "echo")) == 1202 })
+	testwait.For(t, "demo/echo's slices", func() bool { return endpointsOf(importSlices(t, c, "demo", "echo")) == 1202 })
 	type shape struct {
 		cluster string
 		family  discoveryv1.AddressType
@@ -292,7 +286,7 @@ func TestImportsWritten(t *testing.T) {
 	r.mu.Unlock()
 
 	// The headless import: no IPs, hostnames and conditions on its endpoints.
-	poll(t, "demo/db's slice", func() bool { return endpointsOf(importSlices(t, c, "demo", "db")) == 2 })
+	testwait.For(t, "demo/db's slice", func() bool { return endpointsOf(importSlices(t, c, "demo", "db")) == 2 })
 	db, _ := serviceImport(t, c, "demo", "db")
 	if db.Spec.Type != mcsv1beta1.Headless || len(db.Spec.IPs) != 0 {
 		t.Errorf("demo/db spec %+v", db.Spec)
@@ -321,7 +315,7 @@ func TestImportsWritten(t *testing.T) {
 
 	// The namespace normalizetest.Created later gets its import.
 	createNamespace(t, c, "later")
-	poll(t, "later/echo imported", func() bool { return endpointsOf(importSlices(t, c, "later", "echo")) == 1202 })
+	testwait.For(t, "later/echo imported", func() bool { return endpointsOf(importSlices(t, c, "later", "echo")) == 1202 })
 	checkHeld(t, r.store, "later/echo", &federationpb.HeldImport{Namespace: "later", Name: "echo", Ips: wantSpec.IPs, Clusters: []string{"north", "west"}})
 
 	// An import that changes: fewer endpoints, another cluster's status.
@@ -333,11 +327,11 @@ func TestImportsWritten(t *testing.T) {
 	smaller.Ips = smaller.Ips[:1]
 	smaller.IpError = "clusterset CIDR fd00:96::/120 is exhausted"
 	r.send(smaller, dbImport("demo"), echoImport("later"))
-	poll(t, "demo/echo shrunk", func() bool {
+	testwait.For(t, "demo/echo shrunk", func() bool {
 		si, _ := serviceImport(t, c, "demo", "echo")
 		return len(importSlices(t, c, "demo", "echo")) == 1 && len(si.Status.Clusters) == 1
 	})
-	poll(t, "demo/echo not Ready", func() bool {
+	testwait.For(t, "demo/echo not Ready", func() bool {
 		si, _ := serviceImport(t, c, "demo", "echo")
 		ready := meta.FindStatusCondition(si.Status.Conditions, "Ready")
 		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == importwriter.ReasonClusterSetIPExhausted &&
@@ -346,7 +340,7 @@ func TestImportsWritten(t *testing.T) {
 
 	// An import that leaves the set goes, with its slices.
 	r.send(dbImport("demo"), echoImport("later"))
-	poll(t, "demo/echo removed", func() bool {
+	testwait.For(t, "demo/echo removed", func() bool {
 		_, ok := serviceImport(t, c, "demo", "echo")
 		return !ok && len(importSlices(t, c, "demo", "echo")) == 0
 	})
@@ -375,8 +369,8 @@ func TestImportsLeaveUsersObjects(t *testing.T) {
 	must(t, err)
 	r := runImports(t, c, nil)
 	r.send(echoImport("demo"), dbImport("demo"))
-	poll(t, "demo/db imported", func() bool { return endpointsOf(importSlices(t, c, "demo", "db")) == 2 })
-	poll(t, "the conflict counted", func() bool { return r.gauge(t, "meshfed_spoke_import_conflicts") == 1 })
+	testwait.For(t, "demo/db imported", func() bool { return endpointsOf(importSlices(t, c, "demo", "db")) == 2 })
+	testwait.For(t, "the conflict counted", func() bool { return r.gauge(t, "meshfed_spoke_import_conflicts") == 1 })
 	got, _ := serviceImport(t, c, "demo", "echo")
 	if got.ResourceVersion != user.ResourceVersion {
 		t.Errorf("the user's ServiceImport was written: %+v", got)
@@ -391,8 +385,8 @@ func TestImportsLeaveUsersObjects(t *testing.T) {
 
 	// Once the user's object goes, meshfed writes its own.
 	must(t, c.MCS.MulticlusterV1beta1().ServiceImports("demo").Delete(ctx, "echo", metav1.DeleteOptions{}))
-	poll(t, "demo/echo imported", func() bool { return endpointsOf(importSlices(t, c, "demo", "echo")) == 1202 })
-	poll(t, "the conflict cleared", func() bool { return r.gauge(t, "meshfed_spoke_import_conflicts") == 0 })
+	testwait.For(t, "demo/echo imported", func() bool { return endpointsOf(importSlices(t, c, "demo", "echo")) == 1202 })
+	testwait.For(t, "the conflict cleared", func() bool { return r.gauge(t, "meshfed_spoke_import_conflicts") == 0 })
 
 	// A user's slice that is not marked as meshfed's is never deleted.
 	stray := &discoveryv1.EndpointSlice{
@@ -404,8 +398,8 @@ func TestImportsLeaveUsersObjects(t *testing.T) {
 	_, err = c.Client.DiscoveryV1().EndpointSlices("demo").Create(ctx, stray, metav1.CreateOptions{})
 	must(t, err)
 	r.send(dbImport("demo"))
-	poll(t, "demo/echo removed", func() bool { _, ok := serviceImport(t, c, "demo", "echo"); return !ok })
-	poll(t, "meshfed's slices of demo/echo removed", func() bool { return len(importSlices(t, c, "demo", "echo")) == 1 })
+	testwait.For(t, "demo/echo removed", func() bool { _, ok := serviceImport(t, c, "demo", "echo"); return !ok })
+	testwait.For(t, "meshfed's slices of demo/echo removed", func() bool { return len(importSlices(t, c, "demo", "echo")) == 1 })
 	if _, ok := importSlices(t, c, "demo", "echo")["echo-stray"]; !ok {
 		t.Error("the user's slice was deleted")
 	}
@@ -419,11 +413,11 @@ func TestImportsRestart(t *testing.T) {
 	set := []*federationpb.Import{echoImport("demo"), dbImport("demo")}
 	r := runImports(t, c, nil)
 	r.send(set...)
-	poll(t, "imports written", func() bool {
+	testwait.For(t, "imports written", func() bool {
 		return endpointsOf(importSlices(t, c, "demo", "echo")) == 1202 && endpointsOf(importSlices(t, c, "demo", "db")) == 2
 	})
 	r.awaitSynced(t, "demo/echo", "demo/db")
-	poll(t, "demo/echo's status", func() bool { si, _ := serviceImport(t, c, "demo", "echo"); return len(si.Status.Clusters) == 2 })
+	testwait.For(t, "demo/echo's status", func() bool { si, _ := serviceImport(t, c, "demo", "echo"); return len(si.Status.Clusters) == 2 })
 	r.stop()
 
 	// Labels another controller adds stay, and are no reason to write.
@@ -457,7 +451,7 @@ func TestImportsRestart(t *testing.T) {
 		t.Errorf("%v writes before a set", n)
 	}
 	shrunk.send(dbImport("demo"))
-	poll(t, "demo/echo removed after the restart", func() bool {
+	testwait.For(t, "demo/echo removed after the restart", func() bool {
 		_, ok := serviceImport(t, c, "demo", "echo")
 		return !ok && len(importSlices(t, c, "demo", "echo")) == 0
 	})
@@ -503,7 +497,7 @@ func deleteCRDs(t *testing.T, c *kubetest.Cluster) {
 		if err := cl.Delete(t.Context(), crd); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
-		poll(t, "CRD "+crd.Name+" deleted", func() bool {
+		testwait.For(t, "CRD "+crd.Name+" deleted", func() bool {
 			err := cl.Get(t.Context(), client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
 			return apierrors.IsNotFound(err)
 		})
@@ -516,7 +510,7 @@ func installCRDs(t *testing.T, c *kubetest.Cluster, list []*apiextensionsv1.Cust
 	cl := crdClient(t, c)
 	for _, crd := range list {
 		must(t, cl.Create(t.Context(), crd))
-		poll(t, "CRD "+crd.Name+" established", func() bool {
+		testwait.For(t, "CRD "+crd.Name+" established", func() bool {
 			got := &apiextensionsv1.CustomResourceDefinition{}
 			must(t, cl.Get(t.Context(), client.ObjectKeyFromObject(crd), got))
 			return slices.ContainsFunc(got.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
@@ -541,13 +535,13 @@ func TestImportsCRDsInstalledLaterV1alpha1Only(t *testing.T) {
 	must(t, err)
 	r := runImports(t, c, nil)
 	r.send(echoImport("demo"))
-	poll(t, "the source waiting for the CRDs", func() bool { return strings.Contains(r.logs.String(), "serves no MCS ServiceImports") })
+	testwait.For(t, "the source waiting for the CRDs", func() bool { return strings.Contains(r.logs.String(), "serves no MCS ServiceImports") })
 
 	installCRDs(t, c, crds(t, v1alpha1Only))
 	_, err = c.MCS.MulticlusterV1alpha1().ServiceExports("demo").Create(ctx,
 		&mcsv1alpha1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo"}}, metav1.CreateOptions{})
 	must(t, err)
-	poll(t, "demo/echo imported at v1alpha1", func() bool {
+	testwait.For(t, "demo/echo imported at v1alpha1", func() bool {
 		si, err := c.MCS.MulticlusterV1alpha1().ServiceImports("demo").Get(t.Context(), "echo", metav1.GetOptions{})
 		return err == nil && len(si.Status.Clusters) == 2 && endpointsOf(importSlices(t, c, "demo", "echo")) == 1202
 	})
@@ -557,7 +551,7 @@ func TestImportsCRDsInstalledLaterV1alpha1Only(t *testing.T) {
 		}
 	}
 	// The ServiceExport informer started too: its status is written.
-	poll(t, "demo/echo's export Valid and Ready", func() bool {
+	testwait.For(t, "demo/echo's export Valid and Ready", func() bool {
 		se, err := c.MCS.MulticlusterV1alpha1().ServiceExports("demo").Get(t.Context(), "echo", metav1.GetOptions{})
 		must(t, err)
 		var types []string
@@ -604,7 +598,7 @@ func TestExportConditionsFromImports(t *testing.T) {
 	awaitConditions := func(what string, want map[string]metav1.Condition) {
 		t.Helper()
 		var diff string
-		poll(t, what, func() bool {
+		testwait.For(t, what, func() bool {
 			diff = cmp.Diff(want, conditions(), cmpopts.IgnoreFields(metav1.Condition{}, "Message", "ObservedGeneration"))
 			return diff == ""
 		})

@@ -1,7 +1,6 @@
 package writeback
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testlog"
 	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/imports"
 	"github.com/meshfed/meshfed/spoke/kubeclient"
@@ -35,7 +35,7 @@ type rig struct {
 	store *imports.Store
 	link  *imports.Link
 	reg   *prometheus.Registry
-	logs  *syncBuffer
+	logs  *testlog.Buffer
 	tr    trackedShard
 	wb    *WriteBack
 	// status has each ServiceExport status check; events each Event
@@ -90,7 +90,7 @@ func withTransport(wrap func(http.RoundTripper) http.RoundTripper) rigOption {
 func run(t testing.TB, c *kubetest.Cluster, opts ...rigOption) *rig {
 	t.Helper()
 	r := &rig{
-		c: c, reg: prometheus.NewRegistry(), logs: &syncBuffer{}, tr: newTrackedShard(), status: make(chan statusEvent, 1000),
+		c: c, reg: prometheus.NewRegistry(), logs: &testlog.Buffer{}, tr: newTrackedShard(), status: make(chan statusEvent, 1000),
 		syncOK: map[string]int{}, statusByKey: map[string][]statusEvent{},
 	}
 	cfg := rigConfig{
@@ -202,24 +202,6 @@ type trackedShard struct {
 func newTrackedShard() trackedShard {
 	t := shard.NewTracker()
 	return trackedShard{t, t.Open()}
-}
-
-// syncBuffer collects logs written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func must(t testing.TB, err error) {

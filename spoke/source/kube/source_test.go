@@ -1,11 +1,9 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +23,8 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 
+	"github.com/meshfed/meshfed/internal/testlog"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/normalize"
 	"github.com/meshfed/meshfed/spoke/normalize/normalizetest"
 	"github.com/meshfed/meshfed/spoke/shard"
@@ -91,24 +91,6 @@ type update struct {
 	changes []normalize.Change
 }
 
-// syncBuffer collects logs written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type harness struct {
 	kube    *kubefake.Clientset
 	mcs     *mcsfake.Clientset
@@ -116,7 +98,7 @@ type harness struct {
 	tracker trackedShard
 	updates chan update
 	watches chan string // resources whose watch started
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 }
 
 type harnessOption func(*harness)
@@ -146,7 +128,7 @@ func start(t *testing.T, objs []runtime.Object, opts ...harnessOption) *harness 
 		tracker: newTrackedShard(),
 		updates: make(chan update, 1000), // tests that look at some changes only need not read them
 		watches: make(chan string, 100),
-		logs:    &syncBuffer{},
+		logs:    &testlog.Buffer{},
 	}
 	h.mcs.Resources = []*metav1.APIResourceList{{
 		GroupVersion: mcsv1beta1.GroupVersion.String(),
@@ -304,21 +286,6 @@ func (h *harness) converge(t *testing.T) {
 		case <-h.updates:
 		case <-deadline:
 			t.Fatalf("the shard did not converge (-want +got):\n%s\nlogs:\n%s", diff, h.logs)
-		}
-	}
-}
-
-// eventually waits for cond, checking it every millisecond.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(waitTimeout)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s: not within %v", what, waitTimeout)
 		}
 	}
 }
@@ -517,7 +484,7 @@ func TestBatching(t *testing.T) {
 		create(name)
 		want = append(want, svc(name))
 	}
-	eventually(t, "the burst is queued and the loop waits for the window", func() bool {
+	testwait.For(t, "the burst is queued and the loop waits for the window", func() bool {
 		return h.src.queue.len() == len(want) && clk.HasWaiters()
 	})
 	select {
