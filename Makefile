@@ -50,14 +50,28 @@ image: ## Build the hub and spoke images (linux/amd64, linux/arm64) into bin/ima
 		-version '$(VERSION)' -revision '$(REVISION)' -ldflags '$(LDFLAGS)' -tags '$(BUILDTAGS)' \
 		-images '$(IMAGES)' -platforms '$(IMAGE_PLATFORMS)'
 
+# Modules of their own beside the main one, so that what only their
+# tests or tools need (chromedp, Prometheus' PromQL parser,
+# go-containerregistry) stays out of the main module's graph.
+SUBMODULES := hack/image e2e/browser charts/promql
+
 .PHONY: test
 test: test-assets ## Run every test with the race detector.
 	$(GO) test $(TESTFLAGS) ./...
-	cd hack/image && GOWORK=off $(GO) test $(TESTFLAGS) ./...
+	for m in $(SUBMODULES); do (cd $$m && GOWORK=off $(GO) test $(TESTFLAGS) ./...) || exit 1; done
 
-.PHONY: test-e2e
-test-e2e: test-assets ## Run the multi-cluster end-to-end tests only.
+# The end-to-end tests are of three kinds, each a build tag (e2e/doc.go):
+# without one, every kind runs.
+.PHONY: test-e2e test-e2e-memory test-e2e-process test-e2e-browser
+test-e2e: test-assets ## Run the multi-cluster end-to-end tests only, every kind.
 	$(GO) test $(TESTFLAGS) ./e2e/...
+	cd e2e/browser && GOWORK=off $(GO) test $(TESTFLAGS) ./...
+test-e2e-memory: test-assets ## Run the end-to-end tests whose hub and spokes run in the test's process.
+	$(GO) test $(TESTFLAGS) -tags '$(BUILDTAGS),e2e_memory' ./e2e/
+test-e2e-process: test-assets ## Run the end-to-end tests on meshfed processes (the fault matrix, chaos, security).
+	$(GO) test $(TESTFLAGS) -tags '$(BUILDTAGS),e2e_process' ./e2e/
+test-e2e-browser: ## Run the web view's test in a real headless Chromium.
+	cd e2e/browser && GOWORK=off $(GO) test $(TESTFLAGS) ./...
 
 # kube-apiserver and etcd for internal/kubetest, and coredns for
 # internal/dnstest, built from the Go module proxy by hack/testassets into a
@@ -85,11 +99,11 @@ test-assets-istiod: ## Build the test assets and istiod (pilot-discovery) too (o
 	@hack/testassets/build.sh --istiod $(TESTASSETS)
 
 .PHONY: test-istiod
-test-istiod: test-assets-istiod ## Run the tests against a real istiod (ISTIOD_PKGS, and e2e's TestIstiod*), which never skip here.
+test-istiod: test-assets-istiod ## Run the tests against a real istiod (ISTIOD_PKGS, and e2e's of kind e2e_istiod), which never skip here.
 	$(GO) test $(TESTFLAGS) $(ISTIOD_PKGS)
-	$(GO) test $(TESTFLAGS) -run '^TestIstiod' ./e2e/
+	$(GO) test $(TESTFLAGS) -tags '$(BUILDTAGS),e2e_istiod' ./e2e/
 
-test test-e2e test-istiod bench-e2e chaos: export KUBEBUILDER_ASSETS := $(TESTASSETS)
+test test-e2e test-e2e-memory test-e2e-process test-istiod bench-e2e chaos: export KUBEBUILDER_ASSETS := $(TESTASSETS)
 test-istiod: export MESHFED_REQUIRE_ISTIOD := 1
 
 # The packages whose Go benchmarks time hot paths (fast at -benchtime=1x).
@@ -117,8 +131,9 @@ fuzz: ## Run every fuzz target for FUZZTIME (20s) each.
 	FUZZTIME=$(FUZZTIME) GO=$(GO) hack/fuzz.sh
 
 .PHONY: lint
-lint: ## Run golangci-lint (pinned in tools/go.mod).
+lint: ## Run golangci-lint (pinned in tools/go.mod), over the main module and the others.
 	$(TOOL) golangci-lint run --allow-parallel-runners ./...
+	for m in $(SUBMODULES); do (cd $$m && GOWORK=off $(GO) tool -modfile=$(CURDIR)/tools/go.mod golangci-lint run --allow-parallel-runners ./...) || exit 1; done
 
 .PHONY: fmt
 fmt: ## Format the code with gofumpt.
@@ -147,7 +162,7 @@ verify: gen ## Fail when generated code or go.mod drift from the sources, or git
 	@hack/check-tracked.sh
 	$(GO) mod tidy
 	cd tools && $(GO) mod tidy
-	cd hack/image && $(GO) mod tidy
+	for m in $(SUBMODULES); do (cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; done
 	@git diff --exit-code -- . || { echo "generated code or go.mod out of date: run 'make gen' and 'go mod tidy'" >&2; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard); [ -z "$$untracked" ] || { echo "untracked files: $$untracked" >&2; exit 1; }
 

@@ -1,3 +1,5 @@
+//go:build (!e2e_memory && !e2e_process && !e2e_istiod) || e2e_memory
+
 package e2e
 
 import (
@@ -20,37 +22,6 @@ import (
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/uplink"
 )
-
-// hubRun is a hub replica running in the test, which it can stop early.
-type hubRun struct {
-	*hub.Hub
-	stop func()
-}
-
-// runHub runs a hub until its stop is called (or the test ends).
-func runHub(t *testing.T, cfg hub.Config) *hubRun {
-	t.Helper()
-	h, err := hub.New(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = h.Run(ctx)
-	}()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return &hubRun{Hub: h, stop: stop}
-}
 
 // startImportHub runs a hub replica serving federation on loopback,
 // without xDS.

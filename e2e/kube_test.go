@@ -1,16 +1,13 @@
+//go:build (!e2e_memory && !e2e_process && !e2e_istiod) || e2e_memory
+
 package e2e
 
 import (
-	"context"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 
 	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation"
@@ -47,88 +44,6 @@ func (f *kubeFleet) runSpoke(t *testing.T, i int, id, network string) (stop func
 	cfg.ClusterID, cfg.Network, cfg.Kubeconfig, cfg.InCluster = id, network, f.clusters[i].Kubeconfig, false
 	cfg.Hub, cfg.Insecure = f.hub.FederationAddr().String(), true
 	return runSpokeWith(t, cfg)
-}
-
-// runSpokeWith runs a spoke until the returned stop is called (or the
-// test ends).
-func runSpokeWith(t *testing.T, cfg spoke.Config) (stop func()) {
-	t.Helper()
-	s, err := spoke.New(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("spoke %s: %v", cfg.ClusterID, err)
-		}
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-// kubeEcho creates, in one cluster, namespace demo, nodes, and an echo
-// service with a ServiceExport and pods behind an EndpointSlice.
-func kubeEcho(t *testing.T, c *kubetest.Cluster, zone string, ips ...string) {
-	t.Helper()
-	ctx := t.Context()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{})
-	must(err)
-	_, err = c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{
-		"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": zone,
-	}}}, metav1.CreateOptions{})
-	must(err)
-	_, err = c.Client.CoreV1().Services("demo").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "demo"},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "echo"}, Ports: []corev1.ServicePort{{
-			Name: "grpc", Port: 8080, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolTCP,
-		}}},
-	}, metav1.CreateOptions{})
-	must(err)
-	_, err = c.MCS.MulticlusterV1alpha1().ServiceExports("demo").Create(ctx, &mcsv1alpha1.ServiceExport{
-		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "demo"},
-	}, metav1.CreateOptions{})
-	must(err)
-	var eps []discoveryv1.Endpoint
-	for i, ip := range ips {
-		name := "echo-" + string(rune('a'+i))
-		p, err := c.Client.CoreV1().Pods("demo").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo", Labels: map[string]string{"app": "echo"}},
-			Spec:       corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "echo", Image: "echo"}}},
-		}, metav1.CreateOptions{})
-		must(err)
-		p.Status = corev1.PodStatus{
-			Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		}
-		_, err = c.Client.CoreV1().Pods("demo").UpdateStatus(ctx, p, metav1.UpdateOptions{})
-		must(err)
-		eps = append(eps, discoveryv1.Endpoint{
-			Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-			NodeName: ptr.To("node-1"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: name},
-		})
-	}
-	_, err = c.Client.DiscoveryV1().EndpointSlices("demo").Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: "echo-1", Namespace: "demo", Labels: map[string]string{discoveryv1.LabelServiceName: "echo"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](9090), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		Endpoints:   eps,
-	}, metav1.CreateOptions{})
-	must(err)
 }
 
 func endpointField(s clusterset.Snapshot, cluster federation.ClusterID, addr string, field func(clusterset.TaggedEndpoint) string) string {

@@ -1,3 +1,5 @@
+//go:build (!e2e_memory && !e2e_process && !e2e_istiod) || e2e_process
+
 package e2e
 
 import (
@@ -20,17 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/meshfed/meshfed/clusterset"
@@ -38,22 +31,7 @@ import (
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/registry"
 	"github.com/meshfed/meshfed/internal/kubetest"
-	"github.com/meshfed/meshfed/spoke/normalize"
 )
-
-// kubeScale is the size of the cluster BenchmarkKubeSpokeScale builds.
-type kubeScale struct {
-	services, perService, nodes, namespaces int
-	// firstPod numbers the cluster's first pod, for its address
-	// (scalePodIP): clusters built for one run get disjoint pod IPs.
-	firstPod int
-	// byLabel exports the services with the label meshfed.io/export
-	// instead of a ServiceExport each: federated, but not MCS imports
-	// (no ServiceImports written back).
-	byLabel bool
-}
-
-func (s kubeScale) endpoints() int { return s.services * s.perService }
 
 // scaleSpokeMemLimitEnv and scaleSpokeGOGCEnv, when set, are the spoke
 // process's GOMEMLIMIT and GOGC (not this process's).
@@ -223,137 +201,6 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 		validTime.Round(time.Millisecond),
 		changes, delta, deltas[0], deltas[changes-1],
 		changes, latency.Round(time.Microsecond), latencies[0].Round(time.Microsecond), latencies[changes-1].Round(time.Microsecond))
-}
-
-// scalePopulate creates the cluster's objects with 32 workers and a client
-// without rate limits, and returns how many API requests it made.
-func scalePopulate(b *testing.B, base *rest.Config, sc kubeScale) int {
-	b.Helper()
-	ctx := b.Context()
-	rc := rest.CopyConfig(base)
-	rc.QPS, rc.Burst = 10_000, 20_000
-	mcs, err := mcsclientset.NewForConfig(rc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rc.ContentType = kruntime.ContentTypeProtobuf
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	requests := 0
-
-	// envtest serves ClusterIPs from a /24: a second ServiceCIDR gives
-	// room for 5,000 services. The API server allocates from it once it is
-	// Ready, which kube-controller-manager (absent here) would report.
-	cidr, err := kube.NetworkingV1().ServiceCIDRs().Create(ctx, &networkingv1.ServiceCIDR{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
-		Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16"}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cidr.Status.Conditions = []metav1.Condition{{
-		Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionTrue,
-		Reason: "Bench", LastTransitionTime: metav1.Now(),
-	}}
-	if _, err := kube.NetworkingV1().ServiceCIDRs().UpdateStatus(ctx, cidr, metav1.UpdateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	requests += 2
-
-	run := func(n int, task func(ctx context.Context, i int) error) {
-		g, ctx := errgroup.WithContext(ctx)
-		g.SetLimit(32)
-		for i := range n {
-			g.Go(func() error { return task(ctx, i) })
-		}
-		if err := g.Wait(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	run(sc.namespaces, func(ctx context.Context, i int) error {
-		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%02d", i)}}, metav1.CreateOptions{})
-		return err
-	})
-	run(sc.nodes, func(ctx context.Context, i int) error {
-		_, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: scaleNode(i), Labels: map[string]string{
-			"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": fmt.Sprintf("z%d", i%3),
-		}}}, metav1.CreateOptions{})
-		return err
-	})
-	requests += sc.namespaces + sc.nodes
-	// One task per service: the Service, its ServiceExport, its pods (create
-	// and status) and its EndpointSlice.
-	run(sc.services, func(ctx context.Context, j int) error {
-		ns, name := scaleNamespace(j, sc), scaleService(j)
-		labels := map[string]string{"app": name}
-		var export map[string]string
-		if sc.byLabel {
-			export = map[string]string{normalize.LabelExport: "true"}
-		}
-		if _, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: export},
-			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
-				Name: "grpc", Port: 8080, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolTCP,
-			}}},
-		}, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("service %s/%s: %w", ns, name, err)
-		}
-		if !sc.byLabel {
-			if _, err := mcs.MulticlusterV1alpha1().ServiceExports(ns).Create(ctx, &mcsv1alpha1.ServiceExport{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			}, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("service export %s/%s: %w", ns, name, err)
-			}
-		}
-		eps := make([]discoveryv1.Endpoint, sc.perService)
-		for k := range sc.perService {
-			i := j*sc.perService + k
-			pod, ip, node := fmt.Sprintf("%s-%d", name, k), scalePodIP(sc.firstPod+i), scaleNode(i%sc.nodes)
-			p, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns, Labels: labels},
-				Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app"}}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				return fmt.Errorf("pod %s/%s: %w", ns, pod, err)
-			}
-			p.Status = corev1.PodStatus{
-				Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
-				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-			}
-			if _, err := kube.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-				return fmt.Errorf("pod %s/%s status: %w", ns, pod, err)
-			}
-			eps[k] = discoveryv1.Endpoint{
-				Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-				NodeName: ptr.To(node), TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod},
-			}
-		}
-		if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](9090), Protocol: ptr.To(corev1.ProtocolTCP)}},
-			Endpoints:   eps,
-		}, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("endpoint slice %s/%s: %w", ns, name, err)
-		}
-		return nil
-	})
-	requests += sc.services * (3 + 2*sc.perService)
-	return requests
-}
-
-func scaleNamespace(svc int, sc kubeScale) string {
-	return fmt.Sprintf("bench-%02d", svc%sc.namespaces)
-}
-func scaleService(svc int) string { return fmt.Sprintf("svc-%04d", svc) }
-func scaleNode(i int) string      { return fmt.Sprintf("node-%03d", i) }
-
-// scalePodIP is pod i's address, in 10.128.0.0/14, clear of the ServiceCIDRs.
-func scalePodIP(i int) string {
-	j := i + 1
-	return fmt.Sprintf("10.%d.%d.%d", 128+j>>16, j>>8&255, j&255)
 }
 
 // scaleHub starts an insecure hub with its debug endpoint (for /metrics)
@@ -537,31 +384,6 @@ func scaleProcMem(b *testing.B, pid int) (rss, hwm int64) {
 	b.Helper()
 	m := procStatusBytes(b, pid, "VmRSS", "VmHWM")
 	return m[0], m[1]
-}
-
-// procStatusBytes reads fields of /proc/PID/status given in kB (VmRSS,
-// RssFile...), in bytes, in the order asked; a field the kernel does not
-// report is 0.
-func procStatusBytes(b *testing.B, pid int, fields ...string) []int64 {
-	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	out := make([]int64, len(fields))
-	for line := range strings.Lines(string(data)) {
-		k, v, ok := strings.Cut(line, ":")
-		i := slices.Index(fields, k)
-		if !ok || i < 0 {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			b.Fatalf("/proc/%d/status: %s: %v", pid, k, err)
-		}
-		out[i] = kb << 10
-	}
-	return out
 }
 
 // scaleHeapInuse is this process's heap in use after a collection.

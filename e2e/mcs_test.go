@@ -1,3 +1,5 @@
+//go:build (!e2e_memory && !e2e_process && !e2e_istiod) || e2e_memory
+
 package e2e
 
 import (
@@ -153,13 +155,6 @@ func startMCSFleet(t *testing.T, ids ...string) *mcsFleet {
 		f.startSpoke(id)
 	}
 	return f
-}
-
-func createNamespace(t testing.TB, c *kubetest.Cluster, name string) {
-	t.Helper()
-	if _, err := c.Client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 }
 
 // export creates a Service, its EndpointSlice (one endpoint per address,

@@ -1,3 +1,5 @@
+//go:build (!e2e_memory && !e2e_process && !e2e_istiod) || e2e_process
+
 package e2e
 
 import (
@@ -5,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,7 +25,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshfed/meshfed/hub/debug"
-	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 // The process tests run the real meshfed binary: a hub and spokes as
@@ -134,46 +133,6 @@ func (p *process) tail() string {
 	return string(b)
 }
 
-// handedOut are the loopback addresses freeAddr handed out for processes
-// to listen on. Until a process binds its address, the kernel may give the
-// port to the next listener on port 0: this binary's own listeners skip
-// them (listenLoopback), or a partition could take a hub's port before
-// the hub starts.
-var handedOut sync.Map
-
-// freeAddr returns a loopback address nothing listens on, for a process to
-// listen on; no other freeAddr or listenLoopback of the run gets it.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	lis := listenLoopback(t)
-	addr := lis.Addr().String()
-	handedOut.Store(addr, true)
-	_ = lis.Close()
-	return addr
-}
-
-// listenLoopback listens on a loopback port that freeAddr has not handed
-// out.
-func listenLoopback(t testing.TB) net.Listener {
-	t.Helper()
-	var skipped []net.Listener // held open meanwhile: the kernel gives another port
-	defer func() {
-		for _, l := range skipped {
-			_ = l.Close()
-		}
-	}()
-	for {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, taken := handedOut.Load(lis.Addr().String()); !taken {
-			return lis
-		}
-		skipped = append(skipped, lis)
-	}
-}
-
 // procHub is a hub process and its addresses.
 type procHub struct {
 	*process
@@ -266,34 +225,10 @@ func (h *procHub) waitCluster(t *testing.T, id string, timeout time.Duration, co
 	return clusterRow{}
 }
 
-// httpGet returns the status and body of GET url; status 0 when nothing
-// answers.
-func httpGet(ctx context.Context, url string) (int, string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, ""
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, ""
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, ""
-	}
-	return resp.StatusCode, string(body)
-}
-
 // httpStatusOf is httpGet's status.
 func httpStatusOf(ctx context.Context, url string) int {
 	code, _ := httpGet(ctx, url)
 	return code
-}
-
-// pollUntil reports whether cond holds within timeout.
-func pollUntil(timeout time.Duration, cond func() bool) bool {
-	return testwait.Within(timeout, func() (bool, string) { return cond(), "" })
 }
 
 // procSpoke is a spoke process federating a directory of manifests.

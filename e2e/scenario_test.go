@@ -1,10 +1,10 @@
+//go:build (!e2e_memory && !e2e_process && !e2e_istiod) || e2e_memory
+
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,88 +19,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshfed/meshfed/clusterset"
-	"github.com/meshfed/meshfed/examples/demo"
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
-	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/hub/debug"
 	"github.com/meshfed/meshfed/internal/pki"
-	"github.com/meshfed/meshfed/spoke"
 )
-
-// fleet is a hub with mTLS on loopback and certificates for east and west.
-type fleet struct {
-	hub   *hub.Hub
-	certs string
-}
-
-func startFleet(t *testing.T) *fleet {
-	t.Helper()
-	certs := t.TempDir()
-	if err := pki.WriteLocal(certs, "cluster.local", []string{"east", "west"}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	cfg := hub.DefaultConfig()
-	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.CertFile, cfg.KeyFile, cfg.CAFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key"), filepath.Join(certs, "ca.crt")
-	h, err := hub.New(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runInBackground(t, h.Run)
-	return &fleet{hub: h, certs: certs}
-}
-
-func runInBackground(t *testing.T, run func(context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-}
-
-// startSpoke runs a file spoke for cluster with the given certificate.
-func (f *fleet) startSpoke(t *testing.T, cluster, network, manifests string) {
-	t.Helper()
-	cfg := spoke.DefaultConfig()
-	cfg.ClusterID, cfg.Network, cfg.Manifests = cluster, network, manifests
-	cfg.Hub, cfg.ServerName = f.hub.FederationAddr().String(), "localhost"
-	cfg.CertFile, cfg.KeyFile, cfg.CAFile = filepath.Join(f.certs, cluster+".crt"), filepath.Join(f.certs, cluster+".key"), filepath.Join(f.certs, "ca.crt")
-	s, err := spoke.New(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runInBackground(t, s.Run)
-}
-
-// copyDemo writes the embedded demo manifests into a new directory.
-func copyDemo(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	err := fs.WalkDir(demo.Manifests, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := demo.Manifests.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dir, filepath.FromSlash(path))
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 func TestScenarioTwoFileSpokes(t *testing.T) {
 	f := startFleet(t)

@@ -1,3 +1,5 @@
+//go:build (!e2e_memory && !e2e_process && !e2e_istiod) || e2e_memory
+
 package e2e
 
 import (

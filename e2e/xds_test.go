@@ -1,25 +1,18 @@
+//go:build (!e2e_memory && !e2e_process && !e2e_istiod) || e2e_memory
+
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/xds"
 
 	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
-	"github.com/meshfed/meshfed/internal/echo"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/spoke/shard"
 )
@@ -41,24 +34,6 @@ func startXDSFleet(t *testing.T) *xdsFleet {
 	}
 	runInBackground(t, h.Run)
 	return &xdsFleet{hub: h, trackers: map[string]tracker{}}
-}
-
-// backend is a stand-in pod: an echo server on its own loopback address.
-type backend struct {
-	addr string
-	port uint32
-}
-
-func startBackend(t *testing.T, ip, cluster string) backend {
-	t.Helper()
-	lis, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatalf("listen on %s (needs the 127.0.0.0/8 loopback range): %v", ip, err)
-	}
-	runInBackground(t, func(ctx context.Context) error { return echo.Serve(ctx, lis, cluster) })
-	_, port, _ := net.SplitHostPort(lis.Addr().String())
-	p, _ := strconv.Atoi(port)
-	return backend{addr: ip, port: uint32(p)}
 }
 
 // cluster publishes a cluster's echo endpoints through a real uplink.
@@ -85,79 +60,6 @@ func (f *xdsFleet) setEndpoints(id, network, zone string, gateways []*federation
 		must(w.PutService(testService("demo", "echo")))
 		must(w.SetEndpoints("demo/echo", eps))
 	})
-}
-
-// xdsClient dials xds:///echo.demo.svc.cluster.local:8080 through the hub
-// with grpc-go's own xDS resolver, as a proxy of cluster/network/zone.
-func xdsClient(t *testing.T, xdsAddr, id, cluster, network, region, zone string) healthpb.HealthClient {
-	t.Helper()
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["ignore_resource_deletion"]}],
-		"node": {"id": %q, "locality": {"region": %q, "zone": %q}, "metadata": {"CLUSTER_ID": %q, "NETWORK": %q}}
-	}`, xdsAddr, id, region, zone, cluster, network)
-	return xdsClientWith(t, bootstrap)
-}
-
-// xdsClientWith dials xds:///echo.demo.svc.cluster.local:8080 with grpc-go's
-// xDS resolver configured by a bootstrap.
-func xdsClientWith(t *testing.T, bootstrap string) healthpb.HealthClient {
-	t.Helper()
-	return xdsClientOf(t, bootstrap, "echo.demo.svc.cluster.local:8080")
-}
-
-// xdsClientOf dials xds:///target with grpc-go's xDS resolver configured
-// by a bootstrap.
-func xdsClientOf(t *testing.T, bootstrap, target string) healthpb.HealthClient {
-	t.Helper()
-	r, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///"+target, grpc.WithResolvers(r),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return healthpb.NewHealthClient(conn)
-}
-
-// servedBy makes n calls and counts which cluster answered them.
-func servedBy(ctx context.Context, c healthpb.HealthClient, n int) (map[string]int, error) {
-	out := map[string]int{}
-	for range n {
-		var md metadata.MD
-		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := c.Check(callCtx, &healthpb.HealthCheckRequest{}, grpc.Header(&md), grpc.WaitForReady(true))
-		cancel()
-		if err != nil {
-			return out, err
-		}
-		out[first(md.Get(echo.HeaderKey))]++
-	}
-	return out, nil
-}
-
-func first(s []string) string {
-	if len(s) == 0 {
-		return ""
-	}
-	return s[0]
-}
-
-// eventually calls until every one of n calls is served by want.
-func eventually(t *testing.T, c healthpb.HealthClient, want string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last map[string]int
-	for time.Now().Before(deadline) {
-		got, err := servedBy(t.Context(), c, 10)
-		if err == nil && got[want] == 10 {
-			return
-		}
-		last = got
-	}
-	t.Fatalf("calls never all went to %s; last round: %v", want, last)
 }
 
 func TestXDSGRPCClientFailsOverAcrossClusters(t *testing.T) {

@@ -1,3 +1,5 @@
+//go:build (!e2e_memory && !e2e_process && !e2e_istiod) || e2e_memory
+
 package e2e
 
 import (
@@ -12,8 +14,6 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshfed/meshfed/internal/testwait"
@@ -21,58 +21,9 @@ import (
 	"github.com/meshfed/meshfed/xds/resources"
 )
 
-const echoCluster = "outbound|8080||echo.demo.svc.cluster.local"
-
-func adsClient(t *testing.T, addr string) discovery.AggregatedDiscoveryServiceClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return discovery.NewAggregatedDiscoveryServiceClient(conn)
-}
-
 func testNode(id string) *core.Node {
 	md, _ := structpb.NewStruct(map[string]any{"CLUSTER_ID": "east", "NETWORK": "net1"})
 	return &core.Node{Id: id, Metadata: md, Locality: &core.Locality{Region: "r-east", Zone: "z-east"}}
-}
-
-// deltaStream is a delta ADS client that records what it was sent.
-type deltaStream struct {
-	t *testing.T
-	s discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-}
-
-func openDelta(t *testing.T, addr string) *deltaStream {
-	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	t.Cleanup(cancel)
-	s, err := adsClient(t, addr).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &deltaStream{t: t, s: s}
-}
-
-func (d *deltaStream) send(req *discovery.DeltaDiscoveryRequest) {
-	d.t.Helper()
-	if err := d.s.Send(req); err != nil {
-		d.t.Fatal(err)
-	}
-}
-
-func (d *deltaStream) recv() *discovery.DeltaDiscoveryResponse {
-	d.t.Helper()
-	r, err := d.s.Recv()
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return r
-}
-
-func (d *deltaStream) ack(r *discovery.DeltaDiscoveryResponse) {
-	d.send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
 }
 
 func names(rs []*discovery.Resource) []string {

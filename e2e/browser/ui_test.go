@@ -1,4 +1,4 @@
-package e2e
+package browser
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/meshfed/meshfed/e2e/demofleet"
 )
 
 // browser returns a headless Chromium context. Without a Chromium the test
@@ -63,11 +65,9 @@ func artifacts(t *testing.T) string {
 // headless Chromium, changes a manifest, and sees the page follow.
 func TestWebView(t *testing.T) {
 	ctx := browser(t)
-	f := startFleet(t)
-	dir := copyDemo(t)
-	f.startSpoke(t, "east", "network-east", filepath.Join(dir, "east"))
-	f.startSpoke(t, "west", "network-west", filepath.Join(dir, "west"))
-	url := "http://" + f.hub.DebugAddr().String() + "/ui"
+	f := demofleet.Start(t)
+	dir := f.Manifests
+	url := "http://" + f.Hub.DebugAddr().String() + "/ui"
 	shots := artifacts(t)
 
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
