@@ -41,6 +41,8 @@ Run 'meshfed <command> --help' (or 'meshfed help <command>') for a command's fla
 type command struct {
 	name    string // as typed after meshfed: "status", "demo client"
 	summary string
+	// help groups the command's flags, as its --help prints them.
+	help *cli.Help
 	// flags declares the command's flags on fs (nil: it takes none).
 	flags func(fs *flag.FlagSet)
 	// words are the arguments it takes other than flags and subcommands
@@ -52,27 +54,27 @@ type command struct {
 // run dispatches them.
 func commands() []command {
 	return []command{
-		{name: "hub", summary: "run the hub: spokes connect to it", flags: func(fs *flag.FlagSet) {
+		{name: "hub", summary: "run the hub: spokes connect to it", help: &hub.Help, flags: func(fs *flag.FlagSet) {
 			cfg := hub.DefaultConfig()
 			cfg.AddFlags(fs)
 			new(cli.LogFlags).Add(fs)
 		}},
-		{name: "spoke", summary: "run a spoke: federate one cluster to the hub", flags: func(fs *flag.FlagSet) {
+		{name: "spoke", summary: "run a spoke: federate one cluster to the hub", help: &spoke.Help, flags: func(fs *flag.FlagSet) {
 			cfg := spoke.DefaultConfig()
 			cfg.AddFlags(fs)
 			new(cli.LogFlags).Add(fs)
 		}},
-		{name: "status", summary: "show the clusters a hub knows", flags: func(fs *flag.FlagSet) { statusFlags(fs) }},
-		{name: "proxies", summary: "show the proxies of a hub replica and their sync state", flags: func(fs *flag.FlagSet) { proxiesFlags(fs) }},
-		{name: "explain", summary: "explain why a proxy does or does not see a service's endpoints", flags: func(fs *flag.FlagSet) { explainFlags(fs) }},
-		{name: "demo", summary: "run a hub and two spokes on loopback", flags: func(fs *flag.FlagSet) { demoFlags(fs) }},
-		{name: "demo client", summary: "call the demo's echo through the hub's xDS", flags: func(fs *flag.FlagSet) { demoClientFlags(fs) }},
-		{name: "certs", summary: "mint a throwaway CA and certificates", flags: func(fs *flag.FlagSet) { certsFlags(fs) }},
-		{name: "bench", summary: "run the load harness", flags: func(fs *flag.FlagSet) {
+		{name: "status", summary: "show the clusters a hub knows", help: &statusHelp, flags: func(fs *flag.FlagSet) { statusFlags(fs) }},
+		{name: "proxies", summary: "show the proxies of a hub replica and their sync state", help: &proxiesHelp, flags: func(fs *flag.FlagSet) { proxiesFlags(fs) }},
+		{name: "explain", summary: "explain why a proxy does or does not see a service's endpoints", help: &explainHelp, flags: func(fs *flag.FlagSet) { explainFlags(fs) }},
+		{name: "demo", summary: "run a hub and two spokes on loopback", help: &demoHelp, flags: func(fs *flag.FlagSet) { demoFlags(fs) }},
+		{name: "demo client", summary: "call the demo's echo through the hub's xDS", help: &demoClientHelp, flags: func(fs *flag.FlagSet) { demoClientFlags(fs) }},
+		{name: "certs", summary: "mint a throwaway CA and certificates", help: &certsHelp, flags: func(fs *flag.FlagSet) { certsFlags(fs) }},
+		{name: "bench", summary: "run the load harness", help: &benchHelp, flags: func(fs *flag.FlagSet) {
 			cfg := bench.DefaultConfig()
 			benchFlags(fs, &cfg)
 		}},
-		{name: "bench baseline-hub", summary: "the baseline server the load harness measures meshfed against", flags: func(fs *flag.FlagSet) {
+		{name: "bench baseline-hub", summary: "the baseline server the load harness measures meshfed against", help: &baselineHubHelp, flags: func(fs *flag.FlagSet) {
 			cfg := hub.DefaultConfig()
 			cfg.AddFlags(fs)
 			new(cli.LogFlags).Add(fs)

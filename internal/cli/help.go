@@ -143,6 +143,37 @@ func (h Help) writeFlag(w io.Writer, f *flag.Flag) {
 	fmt.Fprintf(w, "      %s\n", strings.ReplaceAll(usage, "\n", "\n      "))
 }
 
+// WriteMarkdown writes the flags of fs as Markdown, a table per group:
+// the flag (with its alias), its default, and what it does. described
+// gives, by flag name, the words for a default that depends on where the
+// command runs (the host name), written in its place.
+func (h Help) WriteMarkdown(w io.Writer, fs *flag.FlagSet, described map[string]string) {
+	for _, g := range h.groups(fs) {
+		fmt.Fprintf(w, "\n%s:\n\n| flag | default | meaning |\n|---|---|---|\n", g.title)
+		for _, f := range g.flags {
+			names := "`--" + f.Name + "`"
+			for short, long := range h.Aliases {
+				if long == f.Name {
+					names = "`-" + short + "`, " + names
+				}
+			}
+			typ, usage := flag.UnquoteUsage(f)
+			if typ != "" {
+				names = strings.Replace(names, "`--"+f.Name+"`", "`--"+f.Name+" "+typ+"`", 1)
+			}
+			def := defaultText(f, typ)
+			switch {
+			case described[f.Name] != "":
+				def = described[f.Name]
+			case def != "":
+				def = "`" + def + "`"
+			}
+			usage = strings.NewReplacer("|", `\|`, "\n", " ").Replace(usage)
+			fmt.Fprintf(w, "| %s | %s | %s |\n", names, def, usage)
+		}
+	}
+}
+
 // defaultText is the default worth printing, quoted for a string, or ""
 // for a zero value.
 func defaultText(f *flag.Flag, typ string) string {
