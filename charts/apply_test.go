@@ -17,9 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -40,7 +38,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsclientset "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 	"sigs.k8s.io/yaml"
@@ -53,15 +50,7 @@ import (
 	"github.com/meshfed/meshfed/internal/testwait"
 )
 
-func TestMain(m *testing.M) {
-	// envtest logs through controller-runtime's logger: without one set it
-	// prints a notice with a stack trace once the binary is 30 s old.
-	ctrllog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m,
-		// klog starts its flush daemon when it is imported.
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	)
-}
+func TestMain(m *testing.M) { kubetest.Main(m) }
 
 // fieldManager owns, in managedFields, what the test applies: the objects
 // go in as `helm install --server-side` or a GitOps controller would send

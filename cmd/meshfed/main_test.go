@@ -10,19 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"go.uber.org/goleak"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-
+	"github.com/meshfed/meshfed/internal/kubetest"
 	"github.com/meshfed/meshfed/internal/testlog"
 )
 
-func TestMain(m *testing.M) {
-	// envtest logs through controller-runtime's logger: without one set it
-	// prints a notice with a stack trace once the binary is 30 s old.
-	ctrllog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { kubetest.Main(m) }
 
 // TestDemoAndStatus runs `meshfed demo` on free ports and asks it for its
 // status the way a user would.

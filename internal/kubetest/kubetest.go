@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -247,4 +251,15 @@ func (c *Cluster) logTail() string {
 	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
 	lines = lines[max(0, len(lines)-20):]
 	return "\nlast lines of kube-apiserver's log:\n" + string(bytes.Join(lines, []byte("\n")))
+}
+
+// Main runs the tests of a package that starts API servers, for its
+// TestMain: envtest logs through controller-runtime's logger, which Main
+// sets to discard (without one, envtest prints a notice with a stack trace
+// once the binary is 30 s old), and goleak fails the tests when one leaves
+// a goroutine behind (but klog's flush daemon, started when klog is
+// imported, and those opts ignore).
+func Main(m *testing.M, opts ...goleak.Option) {
+	ctrllog.SetLogger(logr.Discard())
+	goleak.VerifyTestMain(m, append(opts, goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"))...)
 }

@@ -1,19 +1,5 @@
 package kubetest
 
-import (
-	"testing"
+import "testing"
 
-	"github.com/go-logr/logr"
-	"go.uber.org/goleak"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-)
-
-func TestMain(m *testing.M) {
-	// envtest logs through controller-runtime's logger; without one set it
-	// prints a notice with a stack trace once the binary is 30 s old.
-	ctrllog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m,
-		// klog starts its flush daemon when it is imported.
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	)
-}
+func TestMain(m *testing.M) { Main(m) }
