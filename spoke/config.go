@@ -103,8 +103,8 @@ type Config struct {
 // DefaultGCPercent is the spoke's garbage collection target. A spoke runs
 // in every cluster of a fleet and is idle between changes: half of Go's
 // default headroom costs it CPU mostly during its initial sync, and saves
-// a fifth of its resident memory (170 → 135 MiB at 50,000 endpoints,
-// BENCHMARKS.md).
+// a good part of its resident memory at scale (BENCHMARKS.md, "The spoke
+// on a real API server at scale").
 const DefaultGCPercent = 50
 
 // DefaultConfig returns the defaults. It reads the environment once, to

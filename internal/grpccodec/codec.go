@@ -17,9 +17,8 @@ const maxPooledMessage = 1 << 20
 // Codec is grpc-go's protobuf codec except that it leaves the buffers of
 // messages over maxPooledMessage to the GC. Pooled, buffers of rare large
 // messages stay in the heap long after they were sent: a ztunnel's first
-// response holds every address of its network (110–164 MB of pooled
-// buffers with 20 ztunnels in the load harness), and a spoke's initial
-// sync goes out in chunks of megabytes (12 MB kept after the sync).
+// response holds every address of its network (tens of megabytes each),
+// and a spoke's initial sync goes out in chunks of megabytes.
 type Codec struct{}
 
 // Name is the codec's content subtype, the same as grpc-go's.

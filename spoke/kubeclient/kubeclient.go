@@ -5,8 +5,9 @@
 // Their schemes hold only these kinds. client-go's clientset and
 // discovery client (and mcs-api's, built on them) register all 56
 // built-in API groups: linking them doubled the binary's Kubernetes code
-// and cost every meshfed process about 25 MB of resident memory before it
-// did anything.
+// and cost every meshfed process tens of megabytes of resident memory
+// before it did anything (spoke/leader's package doc measures what
+// linking a part of it costs).
 package kubeclient
 
 import (
