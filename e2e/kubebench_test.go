@@ -119,7 +119,7 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	heapAfter := scaleHeapInuse()
 	syncBytes := scaleReceivedBytes(b, metricsURL)
 	// The spoke's heap profile, for `go tool pprof -sample_index=inuse_space`.
-	b.Logf("spoke heap profile after sync: %s", scaleHeapProfile(b, debugAddr))
+	b.Logf("spoke heap profile after sync: %s", scaleHeapProfile(b, debugAddr, "spoke-heap.pprof"))
 	if n := synced.ServiceCount(); n != sc.services {
 		b.Errorf("%d services at the hub, want %d", n, sc.services)
 	}
@@ -133,6 +133,8 @@ func BenchmarkKubeSpokeScale(b *testing.B) {
 	scaleAwaitExportsValid(b, c.MCS, sc.services)
 	validTime := time.Since(validStart)
 	rssValid, hwmValid := scaleProcMem(b, pid)
+	// After the RSS reading: the profile's forced collection would lower it.
+	b.Logf("spoke heap profile, exports valid: %s", scaleHeapProfile(b, debugAddr, "spoke-heap-steady.pprof"))
 
 	// One endpoint's ready condition flips, ten times.
 	const changes = 10
@@ -447,7 +449,7 @@ func scaleLastGC(logPath string) string {
 
 // scaleHeapProfile saves the spoke's heap profile under the repository's
 // git-ignored .cache/ and returns its path.
-func scaleHeapProfile(b *testing.B, debugAddr string) string {
+func scaleHeapProfile(b *testing.B, debugAddr, name string) string {
 	b.Helper()
 	req, err := http.NewRequestWithContext(b.Context(), http.MethodGet, "http://"+debugAddr+"/debug/pprof/heap?gc=1", nil)
 	if err != nil {
@@ -458,7 +460,7 @@ func scaleHeapProfile(b *testing.B, debugAddr string) string {
 		return fmt.Sprintf("(not fetched: %v)", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	path, err := filepath.Abs(filepath.Join("..", ".cache", "spoke-heap.pprof"))
+	path, err := filepath.Abs(filepath.Join("..", ".cache", name))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // metrics and pprof, all idle. Its RSS (VmRSS and RssFile in
 // /proc/PID/status) read beside an idle meshfed-hub's, both built as the
 // images are, says how much of the hub is that floor. BENCHMARKS.md ("What
-// the 23 MiB are") has the figures and the commands.
+// the hub's RSS is made of") has the figures and the commands.
 package main
 
 import (
