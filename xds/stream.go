@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshfed/meshfed/internal/adspb"
+	"github.com/meshfed/meshfed/internal/recvloop"
 	"github.com/meshfed/meshfed/xds/resources"
 )
 
@@ -85,7 +86,7 @@ func serveStream[Req, Resp any](ctx context.Context, h *streamHandler, id stream
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	reqs, _ := adspb.Receive(ctx, recv)
+	reqs := recvloop.Start(ctx, recv)
 	defer func() {
 		cancel()
 		st.cancel()
@@ -101,10 +102,12 @@ func serveStream[Req, Resp any](ctx context.Context, h *streamHandler, id stream
 			if err := st.respond(resp); err != nil {
 				return err
 			}
-		case req, ok := <-reqs:
-			if !ok {
-				return nil // the proxy closed the stream, or it broke
+		case <-reqs.Done():
+			if err := reqs.Err(); !recvloop.Closed(err) {
+				return err // a request the stream could not read (too large, say)
 			}
+			return nil // the proxy closed the stream
+		case req := <-reqs.Msgs():
 			if err := drain(responses, st.respond); err != nil {
 				return err
 			}

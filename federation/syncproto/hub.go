@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/internal/recvloop"
 )
 
 // Conn is a stream's hold on its cluster's shard in the hub's registry
@@ -188,7 +189,7 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	if s.now == nil {
 		s.now = time.Now
 	}
-	r := receive(readCtx, t.Recv)
+	r := recvloop.Start(readCtx, t.Recv)
 	var sent *federationpb.HubMessage
 	var membersChanged <-chan struct{}
 	var tellAfter <-chan time.Time
@@ -242,12 +243,12 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 			feedReady = feed.Ready()
 		case <-conn.Superseded():
 			return ErrSuperseded
-		case <-r.done:
+		case <-r.Done():
 			if err := ctx.Err(); err != nil {
 				return err // the stream was canceled, whichever noticed first
 			}
-			return &streamError{kind: ErrSpokeGone, msg: r.err.Error(), cause: r.err}
-		case m := <-r.msgs:
+			return &streamError{kind: ErrSpokeGone, msg: r.Err().Error(), cause: r.Err()}
+		case m := <-r.Msgs():
 			if err := s.receive(m); err != nil {
 				return err
 			}

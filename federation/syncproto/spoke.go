@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/internal/recvloop"
 )
 
 // Shard is the spoke's shard as its sessions use it (spoke/shard.Tracker
@@ -153,10 +154,10 @@ func (s *Spoke) Session(ctx context.Context, dial Dialer) (welcomed bool, err er
 	if err != nil {
 		return false, fmt.Errorf("open stream: %w", err)
 	}
-	r := receive(ctx, t.Recv)
+	r := recvloop.Start(ctx, t.Recv)
 	defer func() {
 		cancel(nil)
-		<-r.done // the stream ends with ctx, and Recv with it
+		<-r.Done() // the stream ends with ctx, and Recv with it
 	}()
 	welcome, err := s.hello(ctx, cancel, t, r)
 	if err != nil {
@@ -179,7 +180,7 @@ func (s *Spoke) Session(ctx context.Context, dial Dialer) (welcomed bool, err er
 }
 
 // hello sends Hello and waits for the Welcome.
-func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t SpokeTransport, r *receiver[*federationpb.HubMessage]) (*federationpb.Welcome, error) {
+func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t SpokeTransport, r *recvloop.Loop[*federationpb.HubMessage]) (*federationpb.Welcome, error) {
 	timer := s.cfg.Clock.AfterFunc(s.cfg.WelcomeTimeout, func() { cancel(ErrWelcomeTimeout) })
 	defer timer.Stop()
 	hello := s.shard.Hello(s.cfg.ClusterID, s.cfg.Build)
@@ -193,9 +194,9 @@ func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t Spo
 	select {
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
-	case <-r.done:
-		return nil, cause(ctx, fmt.Errorf("waiting for welcome: %w", r.err))
-	case m := <-r.msgs:
+	case <-r.Done():
+		return nil, cause(ctx, fmt.Errorf("waiting for welcome: %w", r.Err()))
+	case m := <-r.Msgs():
 		if w := m.GetWelcome(); w != nil {
 			return w, nil
 		}
@@ -207,7 +208,7 @@ func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t Spo
 type spokeSession struct {
 	*Spoke
 	t        SpokeTransport
-	r        *receiver[*federationpb.HubMessage]
+	r        *recvloop.Loop[*federationpb.HubMessage]
 	cancel   context.CancelCauseFunc
 	maxBytes int
 
@@ -235,8 +236,8 @@ func (ss *spokeSession) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-ss.r.done:
-			return cause(ctx, fmt.Errorf("receive: %w", ss.r.err))
+		case <-ss.r.Done():
+			return cause(ctx, fmt.Errorf("receive: %w", ss.r.Err()))
 		case <-ss.shard.Changed():
 			ss.waitChange = false
 		case <-ss.retryC:
@@ -247,7 +248,7 @@ func (ss *spokeSession) run(ctx context.Context) error {
 					return cause(ctx, fmt.Errorf("send imports held: %w", err))
 				}
 			}
-		case m := <-ss.r.msgs:
+		case m := <-ss.r.Msgs():
 			if err := ss.answer(m); err != nil {
 				return err
 			}

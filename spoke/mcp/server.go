@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshfed/meshfed/internal/adspb"
+	"github.com/meshfed/meshfed/internal/recvloop"
 	"github.com/meshfed/meshfed/spoke/imports"
 )
 
@@ -175,7 +176,7 @@ type subscription struct {
 func (s *Server) StreamAggregatedResources(stream adspb.StreamServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	reqs, recvErr := adspb.Receive(ctx, stream.Recv)
+	reqs := recvloop.Start(ctx, stream.Recv)
 
 	subs := map[string]*subscription{}
 	nonces := 0
@@ -203,13 +204,12 @@ func (s *Server) StreamAggregatedResources(stream adspb.StreamServer) error {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-		case req, ok := <-reqs:
-			if !ok {
-				if err := recvErr(); err != nil && status.Code(err) != codes.Canceled && !errors.Is(err, context.Canceled) {
-					return err
-				}
-				return nil
+		case <-reqs.Done():
+			if err := reqs.Err(); !recvloop.Closed(err) {
+				return err
 			}
+			return nil
+		case req := <-reqs.Msgs():
 			typ := req.GetTypeUrl()
 			sub, ok := subs[typ]
 			switch {
