@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
 )
@@ -17,11 +15,12 @@ import (
 // port.
 const DefaultHBONEPort = 15008
 
-// Gateway is an east-west gateway as a member cluster reports it, with the
-// network it leads into: the gateway's own, else its cluster's.
+// Gateway is an east-west gateway as a member cluster reports it.
 type Gateway struct {
 	Cluster federation.ClusterID
-	Network federation.NetworkID
+	// Into is the network the gateway leads into: the gateway's own
+	// (GetNetwork), else its cluster's.
+	Into federation.NetworkID
 	*federationpb.Gateway
 }
 
@@ -55,19 +54,19 @@ func NewGateways(clusters []*ClusterInfo) *Gateways {
 			if pb.GetAddress() == "" || pb.GetPort() == 0 || pb.GetPort() > 65535 {
 				continue
 			}
-			gw := Gateway{Cluster: c.ID, Network: c.Network, Gateway: pb}
+			gw := Gateway{Cluster: c.ID, Into: c.Network, Gateway: pb}
 			if pb.GetNetwork() != "" {
-				gw.Network = federation.NetworkID(pb.GetNetwork())
+				gw.Into = federation.NetworkID(pb.GetNetwork())
 			}
 			g.all = append(g.all, gw)
 			if pb.GetProtocol() == federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS {
-				g.mtls[gw.Network] = append(g.mtls[gw.Network], pb)
+				g.mtls[gw.Into] = append(g.mtls[gw.Into], pb)
 			}
 			if _, err := netip.ParseAddr(pb.GetAddress()); err != nil {
 				continue // a ztunnel reaches a gateway by its network address
 			}
-			if old, ok := g.tunnel[gw.Network]; !ok || tunnelLess(gw, old) {
-				g.tunnel[gw.Network] = gw
+			if old, ok := g.tunnel[gw.Into]; !ok || tunnelLess(gw, old) {
+				g.tunnel[gw.Into] = gw
 			}
 		}
 	}
@@ -126,9 +125,13 @@ func (g *Gateways) Tunnel(n federation.NetworkID) (Gateway, bool) {
 }
 
 // Equal reports whether g and o hold the same gateways, reported by the
-// same clusters.
+// same clusters. A snapshot keeps its predecessor's Gateways while they
+// are equal, so that readers mostly compare pointers.
 func (g *Gateways) Equal(o *Gateways) bool {
+	if g == o {
+		return true
+	}
 	return slices.EqualFunc(g.All(), o.All(), func(a, b Gateway) bool {
-		return a.Cluster == b.Cluster && a.Network == b.Network && proto.Equal(a.Gateway, b.Gateway)
+		return a.Cluster == b.Cluster && a.Into == b.Into && a.Gateway.EqualVT(b.Gateway)
 	})
 }

@@ -69,7 +69,7 @@ func TestGateways(t *testing.T) {
 	}
 	var all []string
 	for _, a := range g.All() {
-		all = append(all, fmt.Sprintf("%s/%s %s:%d", a.Cluster, a.Network, a.GetAddress(), a.GetPort()))
+		all = append(all, fmt.Sprintf("%s/%s %s:%d", a.Cluster, a.Into, a.GetAddress(), a.GetPort()))
 	}
 	if diff := cmp.Diff([]string{
 		"east/net-east 192.0.2.2:15443", "east/net-east 192.0.2.1:15443", "east/net-east 192.0.2.1:15008", "east/net-edge 192.0.2.9:15443",

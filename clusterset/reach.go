@@ -137,9 +137,8 @@ type Stand struct {
 	// Stale: the endpoints are stale clusters'; the gateways go after
 	// every live endpoint.
 	Stale bool
-	// Locality is where the gateways go, at rank Rank.
+	// Locality is where the gateways go.
 	Locality Locality
-	Rank     int
 }
 
 // Stand returns what the network's gateways stand for.
@@ -155,5 +154,5 @@ func (b *Behind) Stand() Stand {
 	if t.count == 0 {
 		return Stand{}
 	}
-	return Stand{Count: t.count, Serving: serving, Stale: stale, Locality: t.best, Rank: t.rank}
+	return Stand{Count: t.count, Serving: serving, Stale: stale, Locality: t.best}
 }

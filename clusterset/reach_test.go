@@ -56,7 +56,7 @@ func TestBehind(t *testing.T) {
 		{
 			"ready ones, nearest locality",
 			[]add{{ep("c", true, false), false, 2}, {ep("b", true, false), false, 1}, {ep("a", true, false), false, 2}},
-			Stand{Count: 3, Serving: Ready, Locality: Locality{Region: "r", Zone: "b"}, Rank: 1},
+			Stand{Count: 3, Serving: Ready, Locality: Locality{Region: "r", Zone: "b"}},
 		},
 		{
 			"the smallest of equally near",

@@ -106,12 +106,14 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 			}
 		}
 	} else {
-		keys := slices.Clone(changes.Services)
+		keys := changes.Services // Fold's own slice
 		slices.Sort(keys)
 		keys = slices.Compact(keys)
-		if changes.Clusters {
-			// Cluster facts changed (a network's gateways, a cluster's
-			// network), which can change every import: each is resent.
+		if changes.Clusters && f.reachChanged(cur, me.Network) {
+			// The gateways, or the receiver's network, changed: every
+			// import may reach its sources otherwise, and each is resent.
+			// (A cluster's own network or lease changes its services,
+			// which are among the changes.)
 			keys = nil
 			for _, v := range f.sent.Services() {
 				keys = append(keys, v.Key)
@@ -143,6 +145,14 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 		c.Network = string(me.Network)
 	}
 	return chunks
+}
+
+// reachChanged reports whether what decides how the receiver reaches the
+// sources changed since the last set: the gateways (kept by a snapshot
+// while equal) or the receiver's network.
+func (f *Feed) reachChanged(cur clusterset.Snapshot, network federation.NetworkID) bool {
+	was, ok := f.sent.Cluster(f.cluster)
+	return !ok || was.Network != network || !cur.Gateways().Equal(f.sent.Gateways())
 }
 
 // wasSent reports whether the feed sent a service in snapshot s.
@@ -238,6 +248,9 @@ func (b Builder) source(c clusterset.ClusterService, headless bool, ports []*fed
 		r.Add(e.Endpoint, c.Stale, 0)
 	}
 	for _, n := range slices.Sorted(maps.Keys(remote)) {
+		// A network none of whose endpoints is served still lists its
+		// gateways, neither ready nor serving, as an EndpointSlice lists
+		// endpoints that are not ready (EDS sends no such gateway).
 		st := remote[n].Stand()
 		for _, g := range b.Gateways.MTLS(n) {
 			ep := &federationpb.Endpoint{Address: g.GetAddress(), Ready: st.Serving == clusterset.Ready, Serving: st.Serving != clusterset.NotServed, Network: string(n)}

@@ -166,6 +166,15 @@ func TestFeed(t *testing.T) {
 	if len(sets) != 1 || len(sets[0].GetImports()) != 1 || sets[0].GetImports()[0].GetSources()[1].GetEndpoints()[0].GetAddress() != "192.0.2.20" {
 		t.Fatalf("after the gateway moved: %v", sets)
 	}
+	// Other cluster facts (a member joins, exporting nothing) change no
+	// import: nothing is resent.
+	f.apply(f.reg.Connect("north", ""), &federationpb.Cluster{Id: "north", Network: "n3"}, nil, nil)
+	if _, ok := f.reg.Current().Cluster("north"); !ok {
+		t.Fatal("north did not join")
+	}
+	if sets := feed.Next(1 << 20); sets != nil {
+		t.Fatalf("sets %v after a member joined without exports", sets)
+	}
 }
 
 // A mesh feed (a spoke serving its cluster's istiod) sends every federated

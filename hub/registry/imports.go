@@ -2,7 +2,6 @@ package registry
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 
@@ -15,9 +14,10 @@ import (
 // The registry decides three things about each MCS import (a service some
 // cluster exports with a ServiceExport) that no single shard can: its
 // ClusterSetIPs, which exports are Ready, and (in clusterset.MergeService)
-// its conflicts. They are written into the service's view, so that every
-// reader of a snapshot (xDS, the spokes' import streams, the debug views)
-// sees one answer.
+// its conflicts. The first two are the snapshot's clusterset.Import of
+// the service (the conflicts are in its view), so that every reader of a
+// snapshot (xDS, the spokes' import streams, the debug views) sees one
+// answer.
 //
 // ClusterSetIPs are assigned by clustersetip.Assign from the imports and
 // the IPs the member clusters' ServiceImports hold (each importing spoke
@@ -40,6 +40,9 @@ type importsState struct {
 	// importers are the clusters whose spokes write imports, not
 	// withdrawn, as of the last resolve.
 	importers []federation.ClusterID
+	// ready is decideLocked's buffer: a decision that stands is compared,
+	// not kept, and allocates nothing.
+	ready []federation.ClusterID
 }
 
 // maxHeld bounds the imports one cluster may report holding.
@@ -212,7 +215,7 @@ func (r *Registry) resolveImportsLocked(next *snapshot, held map[string]struct{}
 			touched[k] = struct{}{}
 		}
 	}
-	for _, key := range slices.Sorted(maps.Keys(touched)) {
+	for key := range touched {
 		d.set(key, r.decideLocked(next, key), true)
 	}
 	d.done()
@@ -226,7 +229,8 @@ func (r *Registry) decideLocked(next *snapshot, key string) clusterset.Import {
 		return clusterset.Import{}
 	}
 	ips, ipErr := r.imports.result(key)
-	return clusterset.Import{ClustersetIPs: ips, IPError: ipErr, Ready: r.readyLocked(v, r.imports.importers)}
+	r.imports.ready = r.readyLocked(v, r.imports.importers, r.imports.ready[:0])
+	return clusterset.Import{ClustersetIPs: ips, IPError: ipErr, Ready: r.imports.ready}
 }
 
 // decisions edits a snapshot's imports, copying them on the first change.
@@ -240,11 +244,16 @@ type decisions struct {
 
 // set records the decisions on import key, and when they differ from
 // those next holds and report is set, the service as changed. Each key is
-// reported once.
+// reported once. imp.Ready may be decideLocked's buffer: what is kept is
+// a copy.
 func (d *decisions) set(key string, imp clusterset.Import, report bool) {
 	old, _ := d.next.imports.get(key)
 	if old.Equal(imp) {
 		return
+	}
+	imp.Ready = slices.Clip(slices.Clone(imp.Ready))
+	if len(imp.Ready) == 0 {
+		imp.Ready = nil
 	}
 	if d.edit == nil {
 		d.edit = newCowEdit(&d.next.imports)
@@ -361,14 +370,13 @@ func (r *Registry) claimedLocked() []clustersetip.Import {
 	return out
 }
 
-// readyLocked returns the exporting clusters of v whose export every
-// importer holds: its ServiceImport lists the cluster, or the importer
-// has no namespace of the import (and so holds none, by design).
-func (r *Registry) readyLocked(v *clusterset.ServiceView, importers []federation.ClusterID) []federation.ClusterID {
+// readyLocked appends to ready the exporting clusters of v whose export
+// every importer holds: its ServiceImport lists the cluster, or the
+// importer has no namespace of the import (and so holds none, by design).
+func (r *Registry) readyLocked(v *clusterset.ServiceView, importers []federation.ClusterID, ready []federation.ClusterID) []federation.ClusterID {
 	if len(importers) == 0 {
-		return nil
+		return ready
 	}
-	var ready []federation.ClusterID
 	for _, c := range v.Clusters {
 		all := true
 		for _, id := range importers {

@@ -448,3 +448,34 @@ func TestRegistryWorkloadsByCluster(t *testing.T) {
 		t.Error("a key without a cluster was found")
 	}
 }
+
+// TestGatewaysKeptWhileEqual: a snapshot keeps its predecessor's gateways
+// while the clusters change otherwise (a member joins without gateways),
+// so that readers tell a gateway change by the pointer; a gateway change
+// makes new ones.
+func TestGatewaysKeptWhileEqual(t *testing.T) {
+	r := newTestRegistry(Limits{})
+	withGateway := func(port uint32) *federationpb.ShardUpdate {
+		u := full("east", "n1", uint64(port), nil, nil, nil)
+		u.Cluster.Gateways = []*federationpb.Gateway{{Address: "192.0.2.1", Port: port, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS}}
+		return u
+	}
+	east := r.Connect("east", "")
+	if err := east.Apply("s", withGateway(15443)); err != nil {
+		t.Fatal(err)
+	}
+	before := r.Current().Gateways()
+	if err := r.Connect("west", "").Apply("s", full("west", "n2", 1, nil, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Current(); len(s.Clusters()) != 2 || s.Gateways() != before {
+		t.Errorf("a member without gateways joined: %d clusters, gateways replaced: %v", len(s.Clusters()), s.Gateways() != before)
+	}
+	if err := east.Apply("s", withGateway(15444)); err != nil {
+		t.Fatal(err)
+	}
+	after := r.Current().Gateways()
+	if after == before || len(after.MTLS("n1")) != 1 || after.MTLS("n1")[0].GetPort() != 15444 {
+		t.Errorf("east's gateway moved to 15444: gateways %v (replaced: %v)", after.All(), after != before)
+	}
+}

@@ -43,7 +43,9 @@ func emptySnapshot() *snapshot {
 }
 
 // setClusters makes clusters the snapshot's, with the list and gateways
-// built from them.
+// built from them. The gateways stay the snapshot's own (inherited) when
+// they did not change, so that readers tell a change by the pointer: a
+// lease's state changes the clusters far more often than their gateways.
 func (s *snapshot) setClusters(clusters map[federation.ClusterID]*clusterset.ClusterInfo) {
 	s.clusters = clusters
 	s.clusterList = make([]*clusterset.ClusterInfo, 0, len(clusters))
@@ -51,7 +53,9 @@ func (s *snapshot) setClusters(clusters map[federation.ClusterID]*clusterset.Clu
 		s.clusterList = append(s.clusterList, c)
 	}
 	slices.SortFunc(s.clusterList, func(a, b *clusterset.ClusterInfo) int { return cmp.Compare(a.ID, b.ID) })
-	s.gateways = clusterset.NewGateways(s.clusterList)
+	if g := clusterset.NewGateways(s.clusterList); !g.Equal(s.gateways) {
+		s.gateways = g
+	}
 }
 
 // Revision increases by one with every published snapshot.

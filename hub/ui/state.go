@@ -117,7 +117,7 @@ func (in Inputs) Build() State {
 		})
 	}
 	for _, g := range snap.Gateways().All() {
-		n := network(string(g.Network))
+		n := network(string(g.Into))
 		addr := net.JoinHostPort(g.GetAddress(), strconv.Itoa(int(g.GetPort())))
 		if !slices.Contains(n.Gateways, addr) {
 			n.Gateways = append(n.Gateways, addr)

@@ -146,7 +146,7 @@ func (b *Builder) Push(s clusterset.Snapshot, services, workloads []string, all 
 			workloads = append(workloads, k)
 		}
 		for _, w := range s.Workloads() {
-			workloads = append(workloads, clusterset.WorkloadKey(w.Cluster, w.GetUid()))
+			workloads = append(workloads, w.Key())
 		}
 		items = append(items, b.gatewayItems()...)
 	}
@@ -228,14 +228,14 @@ func (b *Builder) gatewayItems() []Item {
 		if err != nil {
 			continue
 		}
-		uid := GatewayUID(g.Network, g.GetAddress(), g.HBONEPort())
+		uid := GatewayUID(g.Into, g.GetAddress(), g.HBONEPort())
 		if now[uid] {
 			continue
 		}
 		now[uid] = true
 		ns, name, _ := strings.Cut(g.GetService(), "/")
 		items = append(items, Item{Name: uid, Message: &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: &workloadapi.Workload{
-			Uid: uid, Name: uid, Namespace: ns, Addresses: [][]byte{ip.AsSlice()}, Network: string(g.Network),
+			Uid: uid, Name: uid, Namespace: ns, Addresses: [][]byte{ip.AsSlice()}, Network: string(g.Into),
 			TrustDomain: b.trustDomainOf(g.Cluster), ServiceAccount: name, ClusterId: string(g.Cluster),
 			TunnelProtocol: workloadapi.TunnelProtocol_HBONE, WorkloadType: workloadapi.WorkloadType_POD,
 		}}}})
@@ -506,7 +506,7 @@ func (b *Builder) workloadItem(s clusterset.Snapshot, key string) Item {
 func gatewayAddress(gw clusterset.Gateway) *workloadapi.GatewayAddress {
 	ip, _ := netip.ParseAddr(gw.GetAddress())
 	return &workloadapi.GatewayAddress{
-		Destination:   &workloadapi.GatewayAddress_Address{Address: &workloadapi.NetworkAddress{Network: string(gw.Network), Address: ip.AsSlice()}},
+		Destination:   &workloadapi.GatewayAddress_Address{Address: &workloadapi.NetworkAddress{Network: string(gw.Into), Address: ip.AsSlice()}},
 		HboneMtlsPort: gw.HBONEPort(),
 	}
 }
