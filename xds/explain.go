@@ -78,7 +78,7 @@ func (s *Server) Explain(proxyID, service, endpoint string) Explanation {
 type explainer struct {
 	snap       clusterset.Snapshot // nil while the hub warms up
 	proxies    func() []ProxyStatus
-	subscribed func(proxyID, typeURL string) []string
+	subscribed func(proxyID, typeURL string) (names []string, all bool)
 	resources  func(typeURL, view string) map[string]string
 	notes      ClusterNotes
 }
@@ -246,8 +246,8 @@ func (e explainer) held(x *explanation, t target, proxy *ProxyStatus, view resou
 		x.Sees = false
 		return
 	}
-	names := e.subscribed(proxy.ID, resources.EndpointType)
-	if names != nil && !slices.Contains(names, t.cluster) {
+	names, all := e.subscribed(proxy.ID, resources.EndpointType)
+	if !all && !slices.Contains(names, t.cluster) {
 		x.add("subscription", VerdictNo, "the proxy watches %d EDS resources, not %s (a gRPC client asks for it once it dials %s:%d)", len(names), t.cluster, t.hostname, t.port.GetPort())
 		x.Sees = false
 		return

@@ -6,6 +6,7 @@ import (
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
+	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/xds/resources"
 	"github.com/meshfed/meshfed/xds/resources/reference"
 )
@@ -63,4 +64,32 @@ func explainMessage(cla *endpointv3.ClusterLoadAssignment, addr string, add func
 	}
 	add("assignment", VerdictNo, "%s is not in the proxy's assignment: neither ready nor serving, or without the port", addr)
 	return false
+}
+
+// TestExplainSubscription: a proxy that subscribes EDS by name, even to
+// no name at all, watches only those names; a wildcard watches all.
+func TestExplainSubscription(t *testing.T) {
+	tg := target{hostname: "echo.demo.svc.cluster.local", port: &federationpb.ServicePort{Port: 8080}, cluster: "outbound|8080||echo.demo.svc.cluster.local"}
+	proxy := &ProxyStatus{ID: "p1", Types: map[string]TypeStatus{resources.EndpointType: {State: StateSynced}}}
+	for _, c := range []struct {
+		name  string
+		names []string
+		all   bool
+		want  string
+	}{
+		{"wildcard", nil, true, VerdictOK},
+		{"by name", []string{tg.cluster}, false, VerdictOK},
+		{"another name", []string{"outbound|80||other.demo.svc.cluster.local"}, false, VerdictNo},
+		{"no name", nil, false, VerdictNo},
+	} {
+		e := explainer{
+			subscribed: func(string, string) ([]string, bool) { return c.names, c.all },
+			resources:  func(string, string) map[string]string { return nil },
+		}
+		x := &explanation{Explanation{Sees: true}}
+		e.held(x, tg, proxy, resources.View{})
+		if len(x.Steps) == 0 || x.Steps[0].Step != "subscription" || x.Steps[0].Verdict != c.want {
+			t.Errorf("%s: explained as %q, want the subscription %s", c.name, x.Steps, c.want)
+		}
+	}
 }

@@ -292,16 +292,20 @@ func (p *proxies) ackedLocked(ps *proxyState, typeURL string, t *typeState, vers
 	}
 }
 
-// subscribed returns the names a proxy's stream subscribes of a type, nil
-// for a wildcard subscription or an unknown proxy.
-func (p *proxies) subscribed(proxyID, typeURL string) []string {
+// subscribed returns the names a proxy's stream subscribes of a type, or
+// all for a wildcard subscription. An unknown proxy or type subscribes
+// nothing.
+func (p *proxies) subscribed(proxyID, typeURL string) (names []string, all bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps := p.nodes[proxyID]
-	if ps == nil || ps.Types[typeURL] == nil || ps.Types[typeURL].names == nil {
-		return nil
+	if ps == nil || ps.Types[typeURL] == nil {
+		return nil, false
 	}
-	return slices.Sorted(maps.Keys(ps.Types[typeURL].names))
+	if t := ps.Types[typeURL]; t.names != nil {
+		return slices.Sorted(maps.Keys(t.names)), false
+	}
+	return nil, true
 }
 
 // typeLabel is a type URL's message name, the type label of metrics:

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/meshfed/meshfed/internal/adspb"
@@ -51,6 +52,9 @@ type sotwSubscription struct {
 	// reads the same map, from other goroutines.
 	names    map[string]struct{}
 	returned map[string]string
+	// request is the names of the request names was built from: a proxy
+	// repeats them in every ACK, which then changes nothing.
+	request []string
 }
 
 // newSotwSubscription returns the subscription of a type's first request.
@@ -62,6 +66,10 @@ func newSotwSubscription(names []string, legacyWildcard bool) *sotwSubscription 
 
 // update applies the names of a request: the whole subscription.
 func (s *sotwSubscription) update(names []string) {
+	if s.names != nil && slices.Equal(names, s.request) {
+		return
+	}
+	s.request = names
 	if s.legacy {
 		if len(names) == 0 {
 			s.names = map[string]struct{}{}

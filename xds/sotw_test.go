@@ -142,8 +142,8 @@ func TestSotwStreamWildcard(t *testing.T) {
 		t.Fatalf("CDS: %v", got)
 	}
 	// The book shows the subscription the stream holds: everything.
-	if got := s.proxies.subscribed("p1", typ); got != nil {
-		t.Errorf("the proxy book shows the stale request's %v", got)
+	if got, all := s.proxies.subscribed("p1", typ); !all {
+		t.Errorf("the proxy book shows the stale request's %v, want the wildcard", got)
 	}
 	put(s, typ, "2", "a")
 	r2 := c.recv()
@@ -180,7 +180,7 @@ func TestSotwStreamByName(t *testing.T) {
 	}
 	// Dropping a, then asking for it again: sent again, unchanged.
 	c.send(&discovery.DiscoveryRequest{TypeUrl: typ, ResourceNames: []string{"b"}, ResponseNonce: r.GetNonce()})
-	testwait.For(t, "the request for b alone", func() bool { return slices.Equal(s.proxies.subscribed("p1", typ), []string{"b"}) })
+	testwait.For(t, "the request for b alone", func() bool { names, _ := s.proxies.subscribed("p1", typ); return slices.Equal(names, []string{"b"}) })
 	put(s, typ, "2", "b")
 	r = c.recv()
 	if got := resourceNames(r); !slices.Equal(got, []string{"b2"}) {
@@ -243,5 +243,20 @@ func TestSotwDropsAnswersOfReplacedWatches(t *testing.T) {
 	}
 	if got := len(sent[0].GetResources()); got != 2 {
 		t.Errorf("the new watch sent %d resources, want a and b: the proxy never got a", got)
+	}
+}
+
+// TestSotwSubscriptionRepeated: an ACK repeats its subscription's names;
+// it changes nothing and builds nothing, however many names it holds.
+func TestSotwSubscriptionRepeated(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	sub := newSotwSubscription(names, false)
+	sub.returned["c"] = "1"
+	if allocs := testing.AllocsPerRun(10, func() { sub.update(slices.Clone(names)[:3:3]) }); allocs > 1 {
+		t.Errorf("a repeated request allocated %.0f times beyond its own names", allocs-1)
+	}
+	sub.update([]string{"a", "b"})
+	if _, ok := sub.names["c"]; ok || sub.returned["c"] != "" {
+		t.Errorf("after dropping c: names %v, returned %v", sub.names, sub.returned)
 	}
 }

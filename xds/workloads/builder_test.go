@@ -275,8 +275,6 @@ func TestIncremental(t *testing.T) {
 	}
 }
 
-// TestEndpointsBeforeWorkload: a service's endpoints that arrive before
-// their pod's workload are joined when the workload comes.
 // Every gateway is a workload: one that is not its network's tunnel
 // comes and goes as the tunnel does.
 func TestGatewayWorkloads(t *testing.T) {
@@ -306,6 +304,8 @@ func TestGatewayWorkloads(t *testing.T) {
 	}
 }
 
+// TestEndpointsBeforeWorkload: a service's endpoints that arrive before
+// their pod's workload are joined when the workload comes.
 func TestEndpointsBeforeWorkload(t *testing.T) {
 	s := fleet(defaultPods...)
 	held := s.workloads["east/uid-echo-a"]
