@@ -16,8 +16,7 @@ import (
 
 // API is what the write-back writes of a cluster's Kubernetes API (and
 // reads of what it writes). [NewAPI] builds it over package kubeclient's
-// REST clients; tests build one over fake clientsets. A nil field writes
-// nothing of its kind.
+// REST clients. A nil field writes nothing of its kind.
 type API struct {
 	Events EventsAPI
 	// Exports writes ServiceExport status at a served version.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testwait"
 )
 
 // BenchmarkImportConvergence measures how long a spoke takes to write
@@ -17,7 +18,7 @@ import (
 // second alone, six), so it is a benchmark, which make test does not run.
 // BENCHMARKS.md has the numbers:
 //
-//	go test -run '^$' -bench ImportConvergence -benchtime 1x -timeout 60m -v ./spoke/source/kube/
+//	go test -run '^$' -bench ImportConvergence -benchtime 1x -timeout 60m -v ./spoke/writeback/
 func BenchmarkImportConvergence(b *testing.B) {
 	const services, namespaces = 5000, 50
 	set := make([]*federationpb.Import, 0, services)
@@ -101,25 +102,19 @@ func BenchmarkImportConvergence(b *testing.B) {
 // awaitSyncedWithin is awaitSynced with a deadline of its own.
 func (r *rig) awaitSyncedWithin(t testing.TB, limit time.Duration, keys ...string) {
 	t.Helper()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(limit)
-	for {
+	synced := func() (bool, string) {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		done := 0
 		for _, k := range keys {
 			if r.syncOK[k] > 0 {
 				done++
 			}
 		}
-		r.mu.Unlock()
-		if done == len(keys) {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%d of %d imports synced within %v", done, len(keys), limit)
-		}
+		return done == len(keys), fmt.Sprintf("%d of %d imports synced within %v", done, len(keys), limit)
+	}
+	if !testwait.Within(limit, synced) {
+		_, state := synced()
+		t.Fatal(state)
 	}
 }
