@@ -122,14 +122,27 @@ func (h Help) groups(fs *flag.FlagSet) []flagGroup {
 	return out
 }
 
+// aliasesOf returns the short names of a flag, in reverse order of name
+// so that prepending each lists them in order: the help and the generated
+// docs do not change from run to run.
+func (h Help) aliasesOf(name string) []string {
+	var out []string
+	for short, long := range h.Aliases {
+		if long == name {
+			out = append(out, short)
+		}
+	}
+	slices.Sort(out)
+	slices.Reverse(out)
+	return out
+}
+
 // writeFlag prints a flag as flag.PrintDefaults does, but with two dashes
 // and with its short alias, if it has one.
 func (h Help) writeFlag(w io.Writer, f *flag.Flag) {
 	names := "--" + f.Name
-	for short, long := range h.Aliases {
-		if long == f.Name {
-			names = "-" + short + ", " + names
-		}
+	for _, short := range h.aliasesOf(f.Name) {
+		names = "-" + short + ", " + names
 	}
 	typ, usage := flag.UnquoteUsage(f)
 	line := "  " + names
@@ -152,10 +165,8 @@ func (h Help) WriteMarkdown(w io.Writer, fs *flag.FlagSet, described map[string]
 		fmt.Fprintf(w, "\n%s:\n\n| flag | default | meaning |\n|---|---|---|\n", g.title)
 		for _, f := range g.flags {
 			names := "`--" + f.Name + "`"
-			for short, long := range h.Aliases {
-				if long == f.Name {
-					names = "`-" + short + "`, " + names
-				}
+			for _, short := range h.aliasesOf(f.Name) {
+				names = "`-" + short + "`, " + names
 			}
 			typ, usage := flag.UnquoteUsage(f)
 			if typ != "" {

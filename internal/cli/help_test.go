@@ -97,3 +97,22 @@ func TestIsBool(t *testing.T) {
 		t.Error("IsBool tells a bool flag from a string flag wrongly")
 	}
 }
+
+// TestHelpAliasesInOrder: a flag's short names print in order of name,
+// the same every time (the generated flag docs are checked in).
+func TestHelpAliasesInOrder(t *testing.T) {
+	help := Help{Aliases: map[string]string{"z": "output", "o": "output", "f": "output"}}
+	for range 20 {
+		var text, md strings.Builder
+		fs := NewFlagSet("thing", &text)
+		fs.String("output", "table", "the format")
+		help.Write(&text, fs)
+		help.WriteMarkdown(&md, fs, nil)
+		if !strings.Contains(text.String(), "  -f, -o, -z, --output string\n") {
+			t.Fatalf("printed %q", text.String())
+		}
+		if !strings.Contains(md.String(), "| `-f`, `-o`, `-z`, `--output string` |") {
+			t.Fatalf("wrote %q", md.String())
+		}
+	}
+}
