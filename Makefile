@@ -55,6 +55,12 @@ image: ## Build the hub and spoke images (linux/amd64, linux/arm64) into bin/ima
 # go-containerregistry) stays out of the main module's graph.
 SUBMODULES := hack/image e2e/browser charts/promql
 
+.PHONY: download
+download: ## Download the modules of every Go module here (the main one, tools and the others).
+	$(GO) mod download
+	cd tools && $(GO) mod download
+	for m in $(SUBMODULES); do (cd $$m && GOWORK=off $(GO) mod download) || exit 1; done
+
 .PHONY: test
 test: test-assets ## Run every test with the race detector.
 	$(GO) test $(TESTFLAGS) ./...
@@ -63,9 +69,8 @@ test: test-assets ## Run every test with the race detector.
 # The end-to-end tests are of three kinds, each a build tag (e2e/doc.go):
 # without one, every kind runs.
 .PHONY: test-e2e test-e2e-memory test-e2e-process test-e2e-browser
-test-e2e: test-assets ## Run the multi-cluster end-to-end tests only, every kind.
+test-e2e: test-assets test-e2e-browser ## Run the multi-cluster end-to-end tests only, every kind.
 	$(GO) test $(TESTFLAGS) ./e2e/...
-	cd e2e/browser && GOWORK=off $(GO) test $(TESTFLAGS) ./...
 test-e2e-memory: test-assets ## Run the end-to-end tests whose hub and spokes run in the test's process.
 	$(GO) test $(TESTFLAGS) -tags '$(BUILDTAGS),e2e_memory' ./e2e/
 test-e2e-process: test-assets ## Run the end-to-end tests on meshfed processes (the fault matrix, chaos, security).
