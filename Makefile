@@ -151,7 +151,7 @@ $(PLUGINS): tools/go.mod
 		google.golang.org/grpc/cmd/protoc-gen-go-grpc github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto
 
 .PHONY: gen
-gen: $(PLUGINS) ## Generate code from the protos (needs protoc), and docs/flags.md from the flags.
+gen: $(PLUGINS) ## Generate code from the protos (needs protoc), docs/flags.md from the flags, and the hub chart's PromQL expressions for charts/promql.
 	@command -v protoc >/dev/null || { echo "protoc not found: apt-get install protobuf-compiler" >&2; exit 1; }
 	protoc --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
 		--plugin=protoc-gen-go-vtproto=$(BIN)/protoc-gen-go-vtproto \
@@ -162,6 +162,7 @@ gen: $(PLUGINS) ## Generate code from the protos (needs protoc), and docs/flags.
 		--go-vtproto_out=. --go-vtproto_opt=module=github.com/meshfed/meshfed,features=equal+unmarshal_unsafe \
 		$(VTPROTOS)
 	$(GO) test -count=1 -run '^TestFlagReference$$' ./cmd/meshfed -update
+	$(GO) test -count=1 -run '^TestMonitoringExpressions$$' ./charts -update
 
 .PHONY: verify
 verify: gen ## Fail when generated code or go.mod drift from the sources, or git tracks a build output.
