@@ -130,16 +130,16 @@ func xdsClient(t *testing.T, xdsAddr, id, cluster, network, region, zone string)
 // eventually calls until every one of n calls is served by want.
 func eventually(t *testing.T, c healthpb.HealthClient, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	const limit = 30 * time.Second
 	var last map[string]int
-	for time.Now().Before(deadline) {
+	allTo := func() (bool, string) {
 		got, err := servedBy(t.Context(), c, 10)
-		if err == nil && got[want] == 10 {
-			return
-		}
 		last = got
+		return err == nil && got[want] == 10, ""
 	}
-	t.Fatalf("calls never all went to %s; last round: %v", want, last)
+	if !testwait.Within(limit, allTo) {
+		t.Fatalf("calls did not all go to %s within %v; last round: %v", want, limit, last)
+	}
 }
 
 func startFleet(t *testing.T) *fleet {
@@ -495,7 +495,9 @@ func runHub(t *testing.T, cfg hub.Config) *hubRun {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = h.Run(ctx)
+		if err := h.Run(ctx); err != nil {
+			t.Errorf("hub: %v", err)
+		}
 	}()
 	stopped := false
 	stop := func() {
