@@ -68,7 +68,8 @@ func (h *hubProcess) args() []string {
 	if h.kind == ServerBaseline {
 		return append([]string{"bench", "baseline-hub"}, common...)
 	}
-	return append([]string{"hub"}, common...)
+	// Its ztunnel clients connect to the hub itself.
+	return append([]string{"hub", "--xds-workload-api"}, common...)
 }
 
 // start runs the process and waits until it serves.

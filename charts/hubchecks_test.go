@@ -104,15 +104,16 @@ func checkHubDefaults(t *testing.T, r rendered) {
 	c := d.Spec.Template.Spec.Containers[0]
 	flags := hubFlags(t, c.Args)
 	wantFlags := map[string]string{
-		"federation-addr": ":9443",
-		"xds-addr":        ":15010",
-		"xds-tls-cert":    "/etc/meshfed/xds-tls/tls.crt",
-		"xds-tls-ca":      "/etc/meshfed/xds-tls/ca.crt",
-		"debug-addr":      ":8080",
-		"tls-cert":        tlsDir + "/tls.crt",
-		"tls-key":         tlsDir + "/tls.key",
-		"tls-ca":          tlsDir + "/ca.crt",
-		"trust-domain":    "cluster.local",
+		"federation-addr":  ":9443",
+		"xds-addr":         ":15010",
+		"xds-tls-cert":     "/etc/meshfed/xds-tls/tls.crt",
+		"xds-tls-ca":       "/etc/meshfed/xds-tls/ca.crt",
+		"debug-addr":       ":8080",
+		"tls-cert":         tlsDir + "/tls.crt",
+		"tls-key":          tlsDir + "/tls.key",
+		"tls-ca":           tlsDir + "/ca.crt",
+		"trust-domain":     "cluster.local",
+		"xds-workload-api": "false",
 	}
 	checkFlags(t, flags, wantFlags)
 	checkPorts(t, c.Ports, map[string]int32{"federation": 9443, "xds": 15010, "debug": 8080})
@@ -146,7 +147,7 @@ func checkHubHAXDS(t *testing.T, r rendered) {
 	}
 	c := d.Spec.Template.Spec.Containers[0]
 	checkFlags(t, hubFlags(t, c.Args), map[string]string{
-		"xds-addr": ":15010", "debug-addr": ":8080",
+		"xds-addr": ":15010", "debug-addr": ":8080", "xds-workload-api": "true",
 		"xds-tls-cert": "/etc/meshfed/xds-tls/tls.crt", "xds-tls-key": "/etc/meshfed/xds-tls/tls.key", "xds-tls-ca": "/etc/meshfed/xds-tls/ca.crt",
 	})
 	if !slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {

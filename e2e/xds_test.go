@@ -28,6 +28,7 @@ func startXDSFleet(t *testing.T) *xdsFleet {
 	cfg := hub.DefaultConfig()
 	cfg.Insecure = true
 	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.XDSWorkloadAPI = true // the ztunnel tests connect to the hub itself
 	h, err := hub.New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

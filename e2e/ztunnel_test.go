@@ -266,6 +266,7 @@ func TestXDSWarmUpHoldsProxies(t *testing.T) {
 	cfg.Insecure = true
 	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = "127.0.0.1:0", "127.0.0.1:0", ""
 	cfg.XDSWarmUp, cfg.XDSWarmUpQuiet = 3*time.Second, time.Second // its spokes name no members: the limit ends the warm-up
+	cfg.XDSWorkloadAPI = true
 	h, err := hub.New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)

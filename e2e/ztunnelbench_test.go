@@ -217,7 +217,7 @@ func BenchmarkWorkloadAPI(b *testing.B) {
 	checkZtunnelDecoder(b)
 	b.Logf("registry: %d services, %d workloads in %v", size.services, reg.Current().WorkloadCount(), time.Since(start).Round(time.Millisecond))
 
-	cfg := xds.Config{Addr: "127.0.0.1:0", PushInterval: hub.DefaultConfig().XDSPushInterval, MaxMessageBytes: zbMaxMessageBytes}
+	cfg := xds.Config{Addr: "127.0.0.1:0", PushInterval: hub.DefaultConfig().XDSPushInterval, MaxMessageBytes: zbMaxMessageBytes, WorkloadAPI: true}
 	srv, err := xds.New(cfg, z.metrics, testLogger(b))
 	if err != nil {
 		b.Fatal(err)

@@ -29,6 +29,11 @@ type Config struct {
 	// holds every address of its network (about 355 bytes each), and
 	// ztunnel itself accepts up to 200 MiB.
 	XDSMaxMessageBytes int
+	// XDSWorkloadAPI serves Istio ambient's workload API to ztunnels.
+	// Off by default: the hub has the clusterset's exported services but
+	// not a ztunnel's own cluster (its unexported workloads, waypoints,
+	// AuthorizationPolicies); ztunnels belong on their cluster's istiod.
+	XDSWorkloadAPI bool
 	// XDS TLS: a key pair secures the xDS port; a CA also requires client certificates.
 	XDSCertFile, XDSKeyFile, XDSCAFile string
 	// XDSPlaintext accepts plaintext xDS on an address beyond loopback
@@ -118,6 +123,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.XDSPushInterval, "xds-push-interval", c.XDSPushInterval, "push a lone change at once; coalesce changes closer together than this")
 	fs.DurationVar(&c.XDSWarmUp, "xds-warmup", c.XDSWarmUp, "longest a starting hub holds proxies (unanswered) while spokes connect, counted from the first spoke's arrival and again from each member's finished sync, so that none gets a partial clusterset (0: serve at once)")
 	fs.DurationVar(&c.XDSWarmUpQuiet, "xds-warmup-quiet", c.XDSWarmUpQuiet, "serve before --xds-warmup once every connected spoke has sent its shard and none has joined for this long")
+	fs.BoolVar(&c.XDSWorkloadAPI, "xds-workload-api", c.XDSWorkloadAPI, "serve Istio ambient's workload API to ztunnels: only for a mesh without istiod, since the hub has the clusterset's exported services but not a ztunnel's own cluster's unexported workloads, waypoints or AuthorizationPolicies (docs/ambient.md); off, ztunnel streams are refused")
 	fs.IntVar(&c.XDSMaxMessageBytes, "xds-max-message-bytes", c.XDSMaxMessageBytes, "largest xDS message (a ztunnel's first response holds its whole network; ztunnel accepts 200 MiB)")
 	fs.StringVar(&c.XDSCertFile, "xds-tls-cert", c.XDSCertFile, "TLS certificate for the xDS port (PEM; plaintext when unset)")
 	fs.StringVar(&c.XDSKeyFile, "xds-tls-key", c.XDSKeyFile, "TLS key for the xDS port (PEM)")

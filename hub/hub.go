@@ -189,7 +189,7 @@ func newXDS(cfg Config, reg *registry.Registry, promReg prometheus.Registerer, e
 ) (*xds.Server, error) {
 	xcfg := xds.Config{
 		Addr: cfg.XDSAddr, PushInterval: cfg.XDSPushInterval, MaxMessageBytes: cfg.XDSMaxMessageBytes, TrustDomain: cfg.TrustDomain,
-		StreamRate: cfg.XDSStreamRate, StreamBurst: cfg.XDSStreamBurst, Authorize: proxyAuthorizer(cfg.TrustDomain, reg),
+		StreamRate: cfg.XDSStreamRate, StreamBurst: cfg.XDSStreamBurst, WorkloadAPI: cfg.XDSWorkloadAPI, Authorize: proxyAuthorizer(cfg.TrustDomain, reg),
 		ClusterNotes: func(id federation.ClusterID) string {
 			for _, st := range reg.Status() {
 				if st.ID == id && st.PolicyRefusals > 0 {

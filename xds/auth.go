@@ -21,7 +21,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/meshfed/meshfed/clusterset"
+	"github.com/meshfed/meshfed/internal/adspb"
 	"github.com/meshfed/meshfed/internal/pki"
+	"github.com/meshfed/meshfed/xds/translate"
 )
 
 // Authorizer decides whether a proxy whose verified client certificate
@@ -79,11 +81,20 @@ const (
 	refusedClusterTrustDomain = "cluster_trust_domain"
 	refusedDenied             = "denied"
 	refusedInvalidNode        = "invalid_node"
+	refusedWorkloadAPI        = "workload_api"
 )
 
 var refusalReasons = []string{
-	refusedRateLimited, refusedNoIdentity, refusedTrustDomain, refusedClusterTrustDomain, refusedDenied, refusedInvalidNode,
+	refusedRateLimited, refusedNoIdentity, refusedTrustDomain, refusedClusterTrustDomain, refusedDenied, refusedInvalidNode, refusedWorkloadAPI,
 }
+
+// ErrWorkloadAPIOff refuses a ztunnel when the hub does not serve the
+// workload API; its message names the way ztunnels should go.
+var ErrWorkloadAPIOff = status.Error(codes.FailedPrecondition, "xds: this hub does not serve the workload API "+
+	"(istio.workload.Address, istio.security.Authorization): it holds the clusterset's exported services, "+
+	"not this cluster's own workloads, waypoints or AuthorizationPolicies, so a ztunnel served here would break "+
+	"local traffic and enforce no policy. Keep ztunnels on their cluster's istiod (docs/ambient.md); "+
+	"a hub started with --xds-workload-api serves them anyway, for a mesh without istiod")
 
 // streamAuth authenticates streams when the TLS configuration requires
 // client certificates, and authorizes their proxies.
@@ -93,6 +104,18 @@ type streamAuth struct {
 	required  bool
 	authorize Authorizer
 	refusals  *refusals
+	// workloadAPI serves the workload API's types; off, a stream that
+	// asks for one is refused.
+	workloadAPI bool
+}
+
+// checkType refuses a request for a type the hub does not serve.
+func (a *streamAuth) checkType(node *adspb.Node, typeURL string) error {
+	if a.workloadAPI || (typeURL != translate.AddressType && typeURL != translate.AuthorizationType) {
+		return nil
+	}
+	a.refusals.refuse(refusedWorkloadAPI, "proxy", node.GetId(), "type", typeLabel(typeURL))
+	return ErrWorkloadAPIOff
 }
 
 // identify returns the SPIFFE ID of a stream's peer, or nil when

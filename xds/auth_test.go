@@ -469,3 +469,41 @@ func TestTrustDomainAuthorizer(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkloadAPIOffByDefault: a hub that does not serve the workload API
+// refuses a stream that asks for either of its types, saying where a
+// ztunnel should go, and counts it; with the workload API on, the same
+// stream is served.
+func TestWorkloadAPIOffByDefault(t *testing.T) {
+	ask := func(s *Server, typeURL string) error {
+		c := adsClient(t, s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		stream, err := c.DeltaAggregatedResources(ctx)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: testNode("ztunnel-1", "east"), TypeUrl: typeURL}); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		_, err = stream.Recv()
+		return err
+	}
+	off := serve(t, Config{}, authClusterset())
+	for _, typeURL := range []string{AddressType, AuthorizationType} {
+		err := ask(off, typeURL)
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "istiod") || !strings.Contains(err.Error(), "--xds-workload-api") {
+			t.Errorf("%s: %v, want FailedPrecondition naming istiod and --xds-workload-api", typeURL, err)
+		}
+	}
+	if got := testutil.ToFloat64(off.metrics.refused.WithLabelValues(refusedWorkloadAPI)); got != 2 {
+		t.Errorf("refusals counted as workload_api: %v, want 2", got)
+	}
+	if _, err := firstResponse(t, adsClient(t, off.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials())), testNode("envoy-1", "east"), true); err != nil {
+		t.Errorf("an Envoy stream to the same hub: %v", err)
+	}
+	on := serve(t, Config{WorkloadAPI: true}, authClusterset())
+	if err := ask(on, AddressType); err != nil {
+		t.Errorf("with the workload API on: %v", err)
+	}
+}

@@ -120,12 +120,12 @@ func (f *fakeDeltaStream) recv(t *testing.T) *adspb.DeltaDiscoveryResponse {
 }
 
 // newHandlers returns a state-of-the-world and a delta handler over one
-// empty cache and proxy book, serving.
+// empty cache and proxy book, serving (the workload API too).
 func newHandlers(t *testing.T) (*sotwHandler, *deltaHandler) {
 	t.Helper()
 	m := newMetrics(prometheus.NewRegistry(), func() int64 { return 0 })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{})}, nil)
+	p := newProxies(m, log, &streamAuth{refusals: newRefusals(m.refused, log, clock.RealClock{}), workloadAPI: true}, nil)
 	ready := make(chan struct{})
 	close(ready)
 	c := NewCache()

@@ -25,7 +25,7 @@ func newMetrics(reg prometheus.Registerer, encoded func() int64) *metrics {
 		}, []string{"type"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshfed_xds_streams_refused_total",
-			Help: "xDS streams refused, per reason: rate_limited, no_identity, trust_domain, cluster_trust_domain, denied (by the authorizer), invalid_node.",
+			Help: "xDS streams refused, per reason: rate_limited, no_identity, trust_domain, cluster_trust_domain, denied (by the authorizer), invalid_node, workload_api (the hub does not serve ztunnels: --xds-workload-api).",
 		}, []string{"reason"}),
 		propagation: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "meshfed_propagation_seconds",

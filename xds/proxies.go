@@ -201,6 +201,9 @@ type requestState struct {
 // response brought the proxy is one observation of the propagation time.
 func (p *proxies) request(id streamID, node *adspb.Node, typeURL string, r requestState) (Proxy, error) {
 	nonce, nack := r.nonce, r.nack
+	if err := p.auth.checkType(node, typeURL); err != nil {
+		return Proxy{}, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps, ok := p.streams[id]

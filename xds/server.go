@@ -61,6 +61,12 @@ type Config struct {
 	LimitLoopback bool
 	// MaxMessageBytes bounds messages in both directions.
 	MaxMessageBytes int
+	// WorkloadAPI serves Istio ambient's workload API (Address and
+	// Authorization) to ztunnels. Off, a stream that asks for either is
+	// refused: the hub has the clusterset's exported services, not a
+	// cluster's own workloads, waypoints or AuthorizationPolicies, and a
+	// ztunnel on it would break local traffic and enforce no policy.
+	WorkloadAPI bool
 	// Clock drives the debounce and the stream rate limit; nil is the
 	// real clock.
 	Clock clock.Clock
@@ -140,8 +146,9 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, erro
 	s.cache = NewCache()
 	s.proxies = newProxies(s.metrics, log, &streamAuth{
 		required:  cfg.TLS != nil && cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert,
-		authorize: cfg.Authorize,
-		refusals:  s.refusals,
+		authorize:   cfg.Authorize,
+		refusals:    s.refusals,
+		workloadAPI: cfg.WorkloadAPI,
 	}, s.cache)
 	if reg != nil {
 		reg.MustRegister(behindCollector{s})
