@@ -145,7 +145,7 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Server, erro
 	s.limiter = newStreamLimiter(cfg.StreamRate, cfg.StreamBurst, cfg.LimitLoopback, cfg.Clock)
 	s.cache = NewCache()
 	s.proxies = newProxies(s.metrics, log, &streamAuth{
-		required:  cfg.TLS != nil && cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert,
+		required:    cfg.TLS != nil && cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert,
 		authorize:   cfg.Authorize,
 		refusals:    s.refusals,
 		workloadAPI: cfg.WorkloadAPI,
