@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -98,6 +99,10 @@ type Options struct {
 	// Env adds environment variables (KEY=VALUE) after the ones Start
 	// sets, so they override them: PILOT_DEBOUNCE_AFTER=10ms, say.
 	Env []string
+	// Mesh adds fields to the mesh config, as its YAML would hold them
+	// ("serviceScopeConfigs": [...], say); configSources is
+	// ConfigSources'.
+	Mesh map[string]any
 }
 
 // Istiod is a running pilot-discovery.
@@ -221,11 +226,6 @@ func setNetworkLabel(ns *corev1.Namespace, network string) {
 	ns.Labels[NetworkLabel] = network
 }
 
-// meshConfig is the part of istio's MeshConfig that Start writes.
-type meshConfig struct {
-	ConfigSources []configSource `json:"configSources,omitempty"`
-}
-
 type configSource struct {
 	Address string `json:"address"`
 }
@@ -253,9 +253,16 @@ func launch(t testing.TB, bin, kubeconfig string, opts Options) *Istiod {
 		LogPath:        filepath.Join(dir, "istiod.log"),
 	}
 
-	mesh := meshConfig{}
-	for _, a := range opts.ConfigSources {
-		mesh.ConfigSources = append(mesh.ConfigSources, configSource{Address: a})
+	mesh := maps.Clone(opts.Mesh)
+	if mesh == nil {
+		mesh = map[string]any{}
+	}
+	if len(opts.ConfigSources) > 0 {
+		var sources []configSource
+		for _, a := range opts.ConfigSources {
+			sources = append(sources, configSource{Address: a})
+		}
+		mesh["configSources"] = sources
 	}
 	meshYAML, err := yaml.Marshal(mesh)
 	if err != nil {

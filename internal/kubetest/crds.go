@@ -19,13 +19,17 @@ var crdFiles embed.FS
 // ServiceImport, group multicluster.x-k8s.io, versions v1alpha1 and
 // v1beta1), new objects on every call.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(crdFiles, "crds/*.yaml")
+	return readCRDs(crdFiles, "crds/*.yaml")
+}
+
+func readCRDs(files embed.FS, pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(files, pattern)
 	if err != nil {
 		return nil, err
 	}
 	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(names))
 	for _, name := range names {
-		data, err := crdFiles.ReadFile(name)
+		data, err := files.ReadFile(name)
 		if err != nil {
 			return nil, err
 		}
@@ -36,4 +40,18 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		crds = append(crds, crd)
 	}
 	return crds, nil
+}
+
+// gatewayCRDFiles holds the Gateway API's standard GatewayClass and
+// Gateway CRDs of sigs.k8s.io/gateway-api's config/crd/standard, copied
+// byte for byte (TestGatewayCRDsMatchModule keeps them so).
+//
+//go:embed gatewaycrds/*.yaml
+var gatewayCRDFiles embed.FS
+
+// GatewayCRDs returns the Gateway API's GatewayClass and Gateway
+// CustomResourceDefinitions (what Istio reads east-west gateways from),
+// new objects on every call.
+func GatewayCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return readCRDs(gatewayCRDFiles, "gatewaycrds/*.yaml")
 }

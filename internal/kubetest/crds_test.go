@@ -2,6 +2,11 @@ package kubetest
 
 import (
 	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -21,6 +26,34 @@ func TestCRDsMatchModule(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s differs from sigs.k8s.io/mcs-api's config/crd (-want +got):\n%s", file, cmp.Diff(string(want), string(got)))
+		}
+	}
+}
+
+// TestGatewayCRDsMatchModule keeps gatewaycrds/ identical to the CRDs of
+// the gateway-api version in go.mod: after bumping it, copy them from its
+// config/crd/standard.
+func TestGatewayCRDsMatchModule(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api").Output()
+	if err != nil {
+		t.Fatalf("go list -m sigs.k8s.io/gateway-api: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
+	names, err := fs.Glob(gatewayCRDFiles, "gatewaycrds/*.yaml")
+	if err != nil || len(names) != 2 {
+		t.Fatalf("gatewaycrds: %v %v", names, err)
+	}
+	for _, name := range names {
+		got, err := gatewayCRDFiles.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join(dir, filepath.Base(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from sigs.k8s.io/gateway-api's config/crd/standard", name)
 		}
 	}
 }

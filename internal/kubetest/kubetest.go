@@ -213,6 +213,19 @@ func (c *Cluster) start(assets string) error {
 	return err
 }
 
+// InstallGatewayAPI installs the Gateway API's GatewayClass and Gateway
+// CRDs ([GatewayCRDs]) and waits until they are served.
+func (c *Cluster) InstallGatewayAPI(t testing.TB) {
+	t.Helper()
+	crds, err := GatewayCRDs()
+	if err == nil {
+		_, err = envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{CRDs: crds})
+	}
+	if err != nil {
+		t.Fatalf("kubetest: %s: Gateway API CRDs: %v", c.Name, err)
+	}
+}
+
 // Restart stops the cluster's kube-apiserver and starts it again on the same
 // address, with the same certificates, on the same etcd (so every object and
 // resourceVersion is kept). Clients see their connections drop and watches

@@ -1,0 +1,281 @@
+//go:build (!e2e_memory && !e2e_process && !e2e_istiod) || e2e_istiod
+
+package e2e
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/meshfed/meshfed/internal/istiodtest"
+	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testwait"
+	"github.com/meshfed/meshfed/spoke/kubeview"
+)
+
+// ambientSite is one cluster of an ambient multi-network mesh, set up as
+// Istio's own ambient multicluster wants it: the system namespace carries
+// the network, demo/echo is a global service (istio.io/global) whose pods
+// are captured by ztunnel (what istio-cni annotates), and a cluster with
+// a gateway has an east-west Gateway of class istio-east-west with an
+// HBONE listener and its address in its status.
+type ambientSite struct {
+	network, zone string
+	gateway       string // the east-west gateway's address; "" for none
+	vip           string // echo's ClusterIP (in kubetest's 10.0.0.0/24)
+	pods          []string
+}
+
+// istiodAmbient are the options of an istiod in ambient mode that shares
+// services across networks and treats services labelled istio.io/global
+// as global, as the ambient profile does.
+func istiodAmbient(network string) istiodtest.Options {
+	return istiodtest.Options{
+		ClusterID: "east", Network: network,
+		Env: []string{"PILOT_ENABLE_AMBIENT=true", "AMBIENT_ENABLE_MULTI_NETWORK=true", "PILOT_DEBOUNCE_AFTER=10ms", "PILOT_DEBOUNCE_MAX=100ms"},
+		Mesh: map[string]any{"serviceScopeConfigs": []any{map[string]any{
+			"servicesSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "istio.io/global", "operator": "In", "values": []string{"true"}}}},
+			"scope":            "GLOBAL",
+		}}},
+	}
+}
+
+func (s ambientSite) install(t *testing.T, c *kubetest.Cluster) {
+	t.Helper()
+	ctx := t.Context()
+	c.InstallGatewayAPI(t)
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: istiodtest.SystemNamespace, Labels: map[string]string{istiodtest.NetworkLabel: s.network}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "demo"}},
+	} {
+		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{
+		"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": s.zone,
+	}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().Services("demo").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "demo", Labels: map[string]string{"istio.io/global": "true"}},
+		Spec: corev1.ServiceSpec{ClusterIP: s.vip, Selector: map[string]string{"app": "echo"}, Ports: []corev1.ServicePort{{
+			Name: "grpc", Port: 8080, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolTCP,
+		}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var eps []discoveryv1.Endpoint
+	for _, ip := range s.pods {
+		name := "echo-" + strings.ReplaceAll(ip, ".", "-")
+		p, err := c.Client.CoreV1().Pods("demo").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: "demo",
+				Labels:      map[string]string{"app": "echo"},
+				Annotations: map[string]string{"ambient.istio.io/redirection": "enabled"},
+			},
+			Spec: corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "echo", Containers: []corev1.Container{{Name: "echo", Image: "echo"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status = corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		}
+		if _, err := c.Client.CoreV1().Pods("demo").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, discoveryv1.Endpoint{
+			Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, NodeName: ptr.To("node-1"),
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: name},
+		})
+	}
+	if _, err := c.Client.DiscoveryV1().EndpointSlices("demo").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "echo-1", Namespace: "demo", Labels: map[string]string{discoveryv1.LabelServiceName: "echo"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](9090), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints:   eps,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if s.gateway == "" {
+		return
+	}
+	gw := gatewayclient.NewForConfigOrDie(c.Config).GatewayV1().Gateways(istiodtest.SystemNamespace)
+	created, err := gw.Create(ctx, &gatewayv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "istio-eastwestgateway", Namespace: istiodtest.SystemNamespace, Labels: map[string]string{istiodtest.NetworkLabel: s.network}},
+		Spec: gatewayv1.GatewaySpec{GatewayClassName: "istio-east-west", Listeners: []gatewayv1.Listener{{
+			Name: "mesh", Port: 15008, Protocol: "HBONE", TLS: &gatewayv1.ListenerTLSConfig{
+				Mode:    ptr.To(gatewayv1.TLSModeTerminate),
+				Options: map[gatewayv1.AnnotationKey]gatewayv1.AnnotationValue{"gateway.istio.io/tls-terminate-mode": "ISTIO_MUTUAL"},
+			},
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Addresses = []gatewayv1.GatewayStatusAddress{{Type: ptr.To(gatewayv1.IPAddressType), Value: s.gateway}}
+	if _, err := gw.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// remoteSecret gives c's istiod a remote cluster named id, read through
+// kubeconfig, as istioctl create-remote-secret does.
+func remoteSecret(t *testing.T, c *kubetest.Cluster, id string, kubeconfig []byte) {
+	t.Helper()
+	if _, err := c.Client.CoreV1().Secrets(istiodtest.SystemNamespace).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "istio-remote-secret-" + id, Namespace: istiodtest.SystemNamespace,
+			Labels:      map[string]string{"istio/multiCluster": "true"},
+			Annotations: map[string]string{"networking.istio.io/cluster": id},
+		},
+		Data: map[string][]byte{id: kubeconfig},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mirror copies what c's API serves of every resource a View serves into
+// v: the View is then, for istiod, the same cluster.
+func mirror(t *testing.T, c *kubetest.Cluster, v *kubeview.View) {
+	t.Helper()
+	ctx := t.Context()
+	set := map[*kubeview.Resource][]kubeview.Object{}
+	list := func(r *kubeview.Resource, objs []kubeview.Object, err error) {
+		if err != nil {
+			t.Fatalf("mirror %s: %v", r.Resource, err)
+		}
+		set[r] = objs
+	}
+	pointers := func(n int, at func(i int) kubeview.Object) []kubeview.Object {
+		out := make([]kubeview.Object, n)
+		for i := range n {
+			out[i] = at(i)
+		}
+		return out
+	}
+	core := c.Client.CoreV1()
+	nss, err := core.Namespaces().List(ctx, metav1.ListOptions{})
+	list(&kubeview.Namespaces, pointers(len(nss.Items), func(i int) kubeview.Object { return &nss.Items[i] }), err)
+	nodes, err := core.Nodes().List(ctx, metav1.ListOptions{})
+	list(&kubeview.Nodes, pointers(len(nodes.Items), func(i int) kubeview.Object { return &nodes.Items[i] }), err)
+	pods, err := core.Pods("").List(ctx, metav1.ListOptions{})
+	list(&kubeview.Pods, pointers(len(pods.Items), func(i int) kubeview.Object { return &pods.Items[i] }), err)
+	svcs, err := core.Services("").List(ctx, metav1.ListOptions{})
+	list(&kubeview.Services, pointers(len(svcs.Items), func(i int) kubeview.Object { return &svcs.Items[i] }), err)
+	cms, err := core.ConfigMaps("").List(ctx, metav1.ListOptions{})
+	list(&kubeview.ConfigMaps, pointers(len(cms.Items), func(i int) kubeview.Object { return &cms.Items[i] }), err)
+	eps, err := c.Client.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+	list(&kubeview.EndpointSlices, pointers(len(eps.Items), func(i int) kubeview.Object { return &eps.Items[i] }), err)
+	crds, err := apiextclient.NewForConfigOrDie(c.Config).ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+	list(&kubeview.CustomResourceDefinitions, pointers(len(crds.Items), func(i int) kubeview.Object { return &crds.Items[i] }), err)
+	gws, err := gatewayclient.NewForConfigOrDie(c.Config).GatewayV1().Gateways("").List(ctx, metav1.ListOptions{})
+	list(&kubeview.Gateways, pointers(len(gws.Items), func(i int) kubeview.Object { return &gws.Items[i] }), err)
+	for r, objs := range set {
+		if err := v.Replace(*r, objs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// withoutAPIServer drops the local API server's service and endpoint from
+// what a ztunnel holds: each test cluster's API server listens on a port
+// of its own, so two clusters' differ by it.
+func withoutAPIServer(st istiodtest.State) istiodtest.State {
+	for name := range st.Addresses {
+		if name == "default/kubernetes.default.svc.cluster.local" || strings.Contains(name, "/discovery.k8s.io/EndpointSlice/default/kubernetes/") {
+			delete(st.Addresses, name)
+		}
+	}
+	return st
+}
+
+// describeZtunnel lists a ztunnel's addresses and policies by name.
+func describeZtunnel(st istiodtest.State) string {
+	var names []string
+	for n := range st.Addresses {
+		names = append(names, n)
+	}
+	for n := range st.Policies {
+		names = append(names, "policy "+n)
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("%d: %s", len(names), strings.Join(names, ", "))
+}
+
+// TestAmbientIstiodOverKubeview: a real istiod in ambient multi-network
+// mode reads a remote cluster through a kubeview.View holding that
+// cluster's objects exactly as through the cluster's own API server: a
+// ztunnel of the local cluster gets the same addresses either way. This
+// proves the View is an API server as istiod's multicluster code needs one
+// (streaming lists, metadata reads of CRDs, Gateways once their CRD is
+// there), apart from what the spoke puts in it.
+func TestAmbientIstiodOverKubeview(t *testing.T) {
+	istiodtest.RequireBinary(t)
+	clusters := kubetest.Start(t, 3)
+	eastRef, eastView, west := clusters[0], clusters[1], clusters[2]
+	east := ambientSite{network: "net-east", zone: "z-east", vip: "10.0.0.100", pods: []string{"10.1.0.1"}}
+	east.install(t, eastRef)
+	east.install(t, eastView)
+	ambientSite{network: "net-west", zone: "z-west", gateway: "192.0.2.50", vip: "10.0.0.200", pods: []string{"10.2.0.1", "10.2.0.2"}}.install(t, west)
+
+	westConfig, err := os.ReadFile(west.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remoteSecret(t, eastRef, "west", westConfig)
+	view := kubeview.New()
+	mirror(t, west, view)
+	srv := httptest.NewServer(view)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	remoteSecret(t, eastView, "west", []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: west, cluster: {server: %q}}]
+contexts: [{name: west, context: {cluster: west, user: west}}]
+users: [{name: west, user: {}}]
+current-context: west
+`, srv.URL)))
+
+	node := istiodtest.ZtunnelNode{IP: "10.1.0.10", Pod: "ztunnel-1", ClusterID: "east", Network: "net-east", NodeName: "node-1"}
+	ref := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastRef, istiodAmbient("net-east")).XDSAddr, node)
+	viewed := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastView, istiodAmbient("net-east")).XDSAddr, node)
+	splitHorizon := func(st istiodtest.State) bool {
+		for name := range st.Addresses {
+			if strings.HasPrefix(name, "net-west/SplitHorizonWorkload/") {
+				return true
+			}
+		}
+		return false
+	}
+	ref.Wait(t, "west's split-horizon workload through the remote secret", time.Minute, splitHorizon, describeZtunnel)
+	same := func() (bool, string) {
+		want, got := withoutAPIServer(ref.State()), withoutAPIServer(viewed.State())
+		return cmp.Equal(want, got, protocmp.Transform()), cmp.Diff(want, got, protocmp.Transform())
+	}
+	if !testwait.Within(time.Minute, same) {
+		_, diff := same()
+		t.Fatalf("through the view, the ztunnel holds (-remote secret +view):\n%s", diff)
+	}
+	t.Logf("the ztunnel holds %s", describeZtunnel(viewed.State()))
+}
