@@ -130,8 +130,8 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 	}
 	srv := ingest.NewServer(ingest.Config{
 		MaxMessageBytes: cfg.MaxMessageBytes, HubID: cfg.ID, Build: version.Version(),
-		Imports: func(id federation.ClusterID, mesh bool) syncproto.ImportsFeed {
-			return imports.NewFeed(id, mesh, reg.Current, serving)
+		Imports: func(id federation.ClusterID, want syncproto.ImportsWanted) syncproto.ImportsFeed {
+			return imports.NewFeed(id, want, reg.Current, serving)
 		},
 	}, reg, auth, ingest.NewMetrics(promReg), log.With("component", "ingest"))
 	g := grpc.NewServer(opts...)

@@ -767,7 +767,13 @@ type Hello struct {
 	// the clusterset, not only the MCS imports: its Imports carry every
 	// federated service (Import.mcs tells the MCS imports apart) and the
 	// workloads behind the endpoints.
-	Mesh          bool `protobuf:"varint,9,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	Mesh bool `protobuf:"varint,9,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	// The spoke serves its istiod each other member as a remote cluster:
+	// a read-only Kubernetes API of what that member exports. Its Imports
+	// carry, besides what mesh asks, each source cluster's own endpoints
+	// (ImportSource.cluster_endpoints), ClusterIPs and ports, and the
+	// members' clusters (Imports.clusters). Implies mesh.
+	RemoteViews   bool `protobuf:"varint,10,opt,name=remote_views,json=remoteViews,proto3" json:"remote_views,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -861,6 +867,13 @@ func (x *Hello) GetImports() bool {
 func (x *Hello) GetMesh() bool {
 	if x != nil {
 		return x.Mesh
+	}
+	return false
+}
+
+func (x *Hello) GetRemoteViews() bool {
+	if x != nil {
+		return x.RemoteViews
 	}
 	return false
 }
@@ -2335,7 +2348,11 @@ type Imports struct {
 	Removed []string `protobuf:"bytes,5,rep,name=removed,proto3" json:"removed,omitempty"`
 	// The receiving cluster's network, as the hub knows it: an endpoint of
 	// any other network is one of that network's gateways.
-	Network       string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
+	Network string `protobuf:"bytes,6,opt,name=network,proto3" json:"network,omitempty"`
+	// To a spoke that serves remote views: every member's cluster (network,
+	// trust domain, east-west gateways), in full sets and in any set after
+	// one of them changed; empty otherwise.
+	Clusters      []*Cluster `protobuf:"bytes,7,rep,name=clusters,proto3" json:"clusters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2410,6 +2427,13 @@ func (x *Imports) GetNetwork() string {
 		return x.Network
 	}
 	return ""
+}
+
+func (x *Imports) GetClusters() []*Cluster {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
 }
 
 // Import is one ServiceImport as the receiving cluster should hold it.
@@ -2682,9 +2706,16 @@ type ImportSource struct {
 	// labels.
 	Workloads []*Workload `protobuf:"bytes,4,rep,name=workloads,proto3" json:"workloads,omitempty"`
 	// The cluster's network.
-	Network       string `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Network string `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
+	// To a spoke that serves remote views, the service as its own cluster
+	// has it: every endpoint as it is, whatever network it is on (workloads
+	// then holds the workloads behind them all), and the Service's
+	// ClusterIPs and ports (with their target ports).
+	ClusterEndpoints []*Endpoint    `protobuf:"bytes,6,rep,name=cluster_endpoints,json=clusterEndpoints,proto3" json:"cluster_endpoints,omitempty"`
+	ClusterIps       []string       `protobuf:"bytes,7,rep,name=cluster_ips,json=clusterIps,proto3" json:"cluster_ips,omitempty"`
+	ClusterPorts     []*ServicePort `protobuf:"bytes,8,rep,name=cluster_ports,json=clusterPorts,proto3" json:"cluster_ports,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ImportSource) Reset() {
@@ -2750,6 +2781,27 @@ func (x *ImportSource) GetNetwork() string {
 		return x.Network
 	}
 	return ""
+}
+
+func (x *ImportSource) GetClusterEndpoints() []*Endpoint {
+	if x != nil {
+		return x.ClusterEndpoints
+	}
+	return nil
+}
+
+func (x *ImportSource) GetClusterIps() []string {
+	if x != nil {
+		return x.ClusterIps
+	}
+	return nil
+}
+
+func (x *ImportSource) GetClusterPorts() []*ServicePort {
+	if x != nil {
+		return x.ClusterPorts
+	}
+	return nil
 }
 
 // ImportsHeld reports what the spoke's cluster holds of the imports: the
@@ -2935,7 +2987,7 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\aimports\x18\x05 \x01(\v2$.meshfed.federation.v1alpha1.ImportsH\x00R\aimportsB\x06\n" +
 	"\x04kind\"%\n" +
 	"\aMembers\x12\x1a\n" +
-	"\bclusters\x18\x01 \x03(\tR\bclusters\"\x91\x02\n" +
+	"\bclusters\x18\x01 \x03(\tR\bclusters\"\xb4\x02\n" +
 	"\x05Hello\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
@@ -2946,7 +2998,9 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\amembers\x18\x06 \x03(\tR\amembers\x12)\n" +
 	"\x10protocol_version\x18\a \x01(\rR\x0fprotocolVersion\x12\x18\n" +
 	"\aimports\x18\b \x01(\bR\aimports\x12\x12\n" +
-	"\x04mesh\x18\t \x01(\bR\x04mesh\"\xd0\x01\n" +
+	"\x04mesh\x18\t \x01(\bR\x04mesh\x12!\n" +
+	"\fremote_views\x18\n" +
+	" \x01(\bR\vremoteViews\"\xd0\x01\n" +
 	"\aWelcome\x12\x16\n" +
 	"\x06resume\x18\x01 \x01(\bR\x06resume\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12;\n" +
@@ -3070,14 +3124,15 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\anetwork\x18\f \x01(\tR\anetwork\x12\x14\n" +
 	"\x05ready\x18\r \x01(\bR\x05ready\x12\x18\n" +
 	"\aambient\x18\x0e \x01(\bR\aambient\x12\x19\n" +
-	"\bmesh_tls\x18\x0f \x01(\bR\ameshTls\"\xbe\x01\n" +
+	"\bmesh_tls\x18\x0f \x01(\bR\ameshTls\"\x80\x02\n" +
 	"\aImports\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04full\x18\x02 \x01(\bR\x04full\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x12=\n" +
 	"\aimports\x18\x04 \x03(\v2#.meshfed.federation.v1alpha1.ImportR\aimports\x12\x18\n" +
 	"\aremoved\x18\x05 \x03(\tR\aremoved\x12\x18\n" +
-	"\anetwork\x18\x06 \x01(\tR\anetwork\"\x95\a\n" +
+	"\anetwork\x18\x06 \x01(\tR\anetwork\x12@\n" +
+	"\bclusters\x18\a \x03(\v2$.meshfed.federation.v1alpha1.ClusterR\bclusters\"\x95\a\n" +
 	"\x06Import\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12;\n" +
@@ -3101,14 +3156,18 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x03mcs\x18\x12 \x01(\bR\x03mcs\"B\n" +
 	"\x0eImportConflict\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xed\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xb1\x03\n" +
 	"\fImportSource\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12C\n" +
 	"\tendpoints\x18\x02 \x03(\v2%.meshfed.federation.v1alpha1.EndpointR\tendpoints\x12\x1f\n" +
 	"\vvia_gateway\x18\x03 \x01(\bR\n" +
 	"viaGateway\x12C\n" +
 	"\tworkloads\x18\x04 \x03(\v2%.meshfed.federation.v1alpha1.WorkloadR\tworkloads\x12\x18\n" +
-	"\anetwork\x18\x05 \x01(\tR\anetwork\"\xac\x01\n" +
+	"\anetwork\x18\x05 \x01(\tR\anetwork\x12R\n" +
+	"\x11cluster_endpoints\x18\x06 \x03(\v2%.meshfed.federation.v1alpha1.EndpointR\x10clusterEndpoints\x12\x1f\n" +
+	"\vcluster_ips\x18\a \x03(\tR\n" +
+	"clusterIps\x12M\n" +
+	"\rcluster_ports\x18\b \x03(\v2(.meshfed.federation.v1alpha1.ServicePortR\fclusterPorts\"\xac\x01\n" +
 	"\vImportsHeld\x12\x12\n" +
 	"\x04full\x18\x01 \x01(\bR\x04full\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\x12A\n" +
@@ -3250,24 +3309,27 @@ var file_federation_federationpb_federation_proto_depIdxs = []int32{
 	5,  // 31: meshfed.federation.v1alpha1.EndpointPort.protocol:type_name -> meshfed.federation.v1alpha1.Protocol
 	25, // 32: meshfed.federation.v1alpha1.Workload.locality:type_name -> meshfed.federation.v1alpha1.Locality
 	29, // 33: meshfed.federation.v1alpha1.Imports.imports:type_name -> meshfed.federation.v1alpha1.Import
-	7,  // 34: meshfed.federation.v1alpha1.Import.type:type_name -> meshfed.federation.v1alpha1.ImportType
-	21, // 35: meshfed.federation.v1alpha1.Import.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
-	3,  // 36: meshfed.federation.v1alpha1.Import.ip_families:type_name -> meshfed.federation.v1alpha1.IPFamily
-	2,  // 37: meshfed.federation.v1alpha1.Import.session_affinity:type_name -> meshfed.federation.v1alpha1.SessionAffinity
-	20, // 38: meshfed.federation.v1alpha1.Import.labels:type_name -> meshfed.federation.v1alpha1.KeyValue
-	20, // 39: meshfed.federation.v1alpha1.Import.annotations:type_name -> meshfed.federation.v1alpha1.KeyValue
-	30, // 40: meshfed.federation.v1alpha1.Import.conflicts:type_name -> meshfed.federation.v1alpha1.ImportConflict
-	31, // 41: meshfed.federation.v1alpha1.Import.sources:type_name -> meshfed.federation.v1alpha1.ImportSource
-	23, // 42: meshfed.federation.v1alpha1.ImportSource.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
-	27, // 43: meshfed.federation.v1alpha1.ImportSource.workloads:type_name -> meshfed.federation.v1alpha1.Workload
-	33, // 44: meshfed.federation.v1alpha1.ImportsHeld.imports:type_name -> meshfed.federation.v1alpha1.HeldImport
-	8,  // 45: meshfed.federation.v1alpha1.Federation.Sync:input_type -> meshfed.federation.v1alpha1.SpokeMessage
-	9,  // 46: meshfed.federation.v1alpha1.Federation.Sync:output_type -> meshfed.federation.v1alpha1.HubMessage
-	46, // [46:47] is the sub-list for method output_type
-	45, // [45:46] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	17, // 34: meshfed.federation.v1alpha1.Imports.clusters:type_name -> meshfed.federation.v1alpha1.Cluster
+	7,  // 35: meshfed.federation.v1alpha1.Import.type:type_name -> meshfed.federation.v1alpha1.ImportType
+	21, // 36: meshfed.federation.v1alpha1.Import.ports:type_name -> meshfed.federation.v1alpha1.ServicePort
+	3,  // 37: meshfed.federation.v1alpha1.Import.ip_families:type_name -> meshfed.federation.v1alpha1.IPFamily
+	2,  // 38: meshfed.federation.v1alpha1.Import.session_affinity:type_name -> meshfed.federation.v1alpha1.SessionAffinity
+	20, // 39: meshfed.federation.v1alpha1.Import.labels:type_name -> meshfed.federation.v1alpha1.KeyValue
+	20, // 40: meshfed.federation.v1alpha1.Import.annotations:type_name -> meshfed.federation.v1alpha1.KeyValue
+	30, // 41: meshfed.federation.v1alpha1.Import.conflicts:type_name -> meshfed.federation.v1alpha1.ImportConflict
+	31, // 42: meshfed.federation.v1alpha1.Import.sources:type_name -> meshfed.federation.v1alpha1.ImportSource
+	23, // 43: meshfed.federation.v1alpha1.ImportSource.endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
+	27, // 44: meshfed.federation.v1alpha1.ImportSource.workloads:type_name -> meshfed.federation.v1alpha1.Workload
+	23, // 45: meshfed.federation.v1alpha1.ImportSource.cluster_endpoints:type_name -> meshfed.federation.v1alpha1.Endpoint
+	21, // 46: meshfed.federation.v1alpha1.ImportSource.cluster_ports:type_name -> meshfed.federation.v1alpha1.ServicePort
+	33, // 47: meshfed.federation.v1alpha1.ImportsHeld.imports:type_name -> meshfed.federation.v1alpha1.HeldImport
+	8,  // 48: meshfed.federation.v1alpha1.Federation.Sync:input_type -> meshfed.federation.v1alpha1.SpokeMessage
+	9,  // 49: meshfed.federation.v1alpha1.Federation.Sync:output_type -> meshfed.federation.v1alpha1.HubMessage
+	49, // [49:50] is the sub-list for method output_type
+	48, // [48:49] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_federation_federationpb_federation_proto_init() }

@@ -68,3 +68,20 @@ func TestSyncAssemblerRejects(t *testing.T) {
 		}
 	})
 }
+
+// TestImportsAssemblerJoinsChunks: a set's chunks join into one, the
+// members' clusters included wherever a chunk carried them.
+func TestImportsAssemblerJoinsChunks(t *testing.T) {
+	var a importsAssembler
+	chunks := []*federationpb.Imports{
+		{Version: 3, Full: true, More: true, Network: "n1", Clusters: []*federationpb.Cluster{{Id: "east"}, {Id: "west"}}, Imports: []*federationpb.Import{{Namespace: "demo", Name: "a"}}},
+		{Version: 3, Full: true, Imports: []*federationpb.Import{{Namespace: "demo", Name: "b"}}, Removed: []string{"demo/c"}},
+	}
+	if set, err := a.add(chunks[0]); set != nil || err != nil {
+		t.Fatalf("the first chunk gave %v, %v", set, err)
+	}
+	set, err := a.add(chunks[1])
+	if err != nil || set == nil || set.GetNetwork() != "n1" || len(set.GetImports()) != 2 || len(set.GetRemoved()) != 1 || len(set.GetClusters()) != 2 {
+		t.Fatalf("assembled %v, %v; want both chunks' imports, the removal and the clusters", set, err)
+	}
+}

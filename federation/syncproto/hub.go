@@ -94,8 +94,9 @@ type HubConfig struct {
 	Members Membership
 	// Imports, when set, gives the stream of a spoke that writes imports
 	// (Hello.imports) the imports its cluster should hold; every federated
-	// service when the spoke serves a mesh (Hello.mesh).
-	Imports func(id federation.ClusterID, mesh bool) ImportsFeed
+	// service when the spoke serves a mesh (Hello.mesh), and more when it
+	// serves remote views.
+	Imports func(id federation.ClusterID, want ImportsWanted) ImportsFeed
 	// Now is the hub's clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -212,11 +213,11 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	}
 	var feed ImportsFeed
 	var feedReady <-chan struct{}
-	if (hello.GetImports() || hello.GetMesh()) && h.cfg.Imports != nil {
+	if (hello.GetImports() || hello.GetMesh() || hello.GetRemoteViews()) && h.cfg.Imports != nil {
 		if hello.GetImports() {
 			conn.SetImporter()
 		}
-		feed = h.cfg.Imports(id, hello.GetMesh())
+		feed = h.cfg.Imports(id, ImportsWanted{Mesh: hello.GetMesh() || hello.GetRemoteViews(), RemoteViews: hello.GetRemoteViews()})
 		feedReady = feed.Ready()
 	}
 	for {

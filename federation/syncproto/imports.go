@@ -14,6 +14,16 @@ import (
 // message bound; neither is acknowledged (the stream is ordered and a
 // broken stream starts both over in full).
 
+// ImportsWanted is what a spoke's Hello asks its imports to carry.
+type ImportsWanted struct {
+	// Mesh: every federated service, not only the MCS imports, with the
+	// workloads behind the endpoints.
+	Mesh bool
+	// RemoteViews: besides, each source cluster's service as that cluster
+	// has it, and the members' clusters.
+	RemoteViews bool
+}
+
 // ImportsFeed gives one hub stream the imports its cluster should hold
 // (hub/imports.Feed is one). One session uses it.
 type ImportsFeed interface {
@@ -72,6 +82,7 @@ func (a *importsAssembler) add(im *federationpb.Imports) (*federationpb.Imports,
 	}
 	a.pending.Imports = append(a.pending.Imports, im.GetImports()...)
 	a.pending.Removed = append(a.pending.Removed, im.GetRemoved()...)
+	a.pending.Clusters = append(a.pending.Clusters, im.GetClusters()...)
 	if im.GetMore() {
 		return nil, nil
 	}

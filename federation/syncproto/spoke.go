@@ -90,8 +90,10 @@ type SpokeConfig struct {
 	Imports ImportsLink
 	// WritesImports: the spoke writes the imports into its cluster (its
 	// reports of what the cluster holds count). Mesh: it serves its
-	// cluster's mesh every federated service. Either needs Imports.
-	WritesImports, Mesh bool
+	// cluster's mesh every federated service. RemoteViews: it serves its
+	// istiod each other member as a remote cluster (Hello.remote_views).
+	// Each needs Imports.
+	WritesImports, Mesh, RemoteViews bool
 }
 
 // MaxMembers bounds the membership a spoke keeps and repeats in its
@@ -187,7 +189,8 @@ func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t Spo
 	hello.ProtocolVersion = ProtocolVersion
 	hello.Members = s.Members()
 	hello.Imports = s.cfg.Imports != nil && s.cfg.WritesImports
-	hello.Mesh = s.cfg.Imports != nil && s.cfg.Mesh
+	hello.Mesh = s.cfg.Imports != nil && (s.cfg.Mesh || s.cfg.RemoteViews)
+	hello.RemoteViews = s.cfg.Imports != nil && s.cfg.RemoteViews
 	if err := t.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: hello}}); err != nil {
 		return nil, cause(ctx, fmt.Errorf("send hello: %w", err))
 	}

@@ -24,11 +24,16 @@
 //   - A set is split into chunks below the stream's message bound; one
 //     import too large for a chunk is split into parts by its sources and
 //     endpoints.
+//   - A spoke that serves remote views gets, besides, each source as its
+//     own cluster has it (every endpoint as it is, the ClusterIPs and
+//     ports), and the members' clusters whenever they changed: what it
+//     needs to show istiod each member as that member's API would.
 package imports
 
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -41,9 +46,7 @@ import (
 // Feed is one spoke stream's imports.
 type Feed struct {
 	cluster federation.ClusterID
-	// mesh: the spoke serves its cluster's mesh every federated service,
-	// not only the MCS imports, with the workloads behind the endpoints.
-	mesh    bool
+	want    syncproto.ImportsWanted
 	current func() clusterset.Snapshot
 	// serving is closed once the hub serves (its warm-up ended).
 	serving <-chan struct{}
@@ -51,6 +54,9 @@ type Feed struct {
 	// the one whose successor Next waits for.
 	sent, watch clusterset.Snapshot
 	version     uint64
+	// clusters are the members' clusters last sent to a spoke that
+	// serves remote views.
+	clusters []*federationpb.Cluster
 }
 
 var _ syncproto.ImportsFeed = (*Feed)(nil)
@@ -58,12 +64,12 @@ var _ syncproto.ImportsFeed = (*Feed)(nil)
 // NewFeed returns the feed of cluster's stream, reading snapshots from
 // current, sending nothing before serving is closed. A mesh feed sends
 // every federated service, not only the MCS imports.
-func NewFeed(cluster federation.ClusterID, mesh bool, current func() clusterset.Snapshot, serving <-chan struct{}) *Feed {
-	return &Feed{cluster: cluster, mesh: mesh, current: current, serving: serving}
+func NewFeed(cluster federation.ClusterID, want syncproto.ImportsWanted, current func() clusterset.Snapshot, serving <-chan struct{}) *Feed {
+	return &Feed{cluster: cluster, want: want, current: current, serving: serving}
 }
 
 // wants reports whether the feed sends a service.
-func (f *Feed) wants(v *clusterset.ServiceView) bool { return f.mesh || v.IsImport() }
+func (f *Feed) wants(v *clusterset.ServiceView) bool { return f.want.Mesh || v.IsImport() }
 
 // Ready has a value when Next may have a set to send.
 func (f *Feed) Ready() <-chan struct{} {
@@ -93,9 +99,15 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 	if !ok {
 		return nil // the receiver's network is not known before its shard
 	}
-	b := Builder{Network: me.Network, Gateways: cur.Gateways()}
-	if f.mesh {
+	b := Builder{Network: me.Network, Gateways: cur.Gateways(), ClusterView: f.want.RemoteViews}
+	if f.want.Mesh {
 		b.Workload = cur.Workload
+	}
+	var clusters []*federationpb.Cluster
+	if f.want.RemoteViews && (full || changes.Clusters) {
+		if now := members(cur); full || !slices.EqualFunc(now, f.clusters, (*federationpb.Cluster).EqualVT) {
+			clusters, f.clusters = now, now
+		}
 	}
 	var imports []*federationpb.Import
 	var removed []string
@@ -133,7 +145,7 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 				removed = append(removed, k)
 			}
 		}
-		if len(imports) == 0 && len(removed) == 0 {
+		if len(imports) == 0 && len(removed) == 0 && clusters == nil {
 			f.sent = cur
 			return nil
 		}
@@ -144,7 +156,22 @@ func (f *Feed) Next(maxBytes int) []*federationpb.Imports {
 	for _, c := range chunks {
 		c.Network = string(me.Network)
 	}
+	chunks[0].Clusters = clusters
 	return chunks
+}
+
+// members returns the clusters a remote view shows: every member whose
+// lease is not withdrawn (a withdrawn member's view goes), sorted by ID.
+func members(s clusterset.Snapshot) []*federationpb.Cluster {
+	var out []*federationpb.Cluster
+	for _, c := range s.Clusters() {
+		if c.State == clusterset.Withdrawn {
+			continue
+		}
+		out = append(out, &federationpb.Cluster{Id: string(c.ID), Network: string(c.Network), TrustDomain: c.TrustDomain, Gateways: c.Gateways})
+	}
+	slices.SortFunc(out, func(a, b *federationpb.Cluster) int { return strings.Compare(a.GetId(), b.GetId()) })
+	return out
 }
 
 // reachChanged reports whether what decides how the receiver reaches the
@@ -170,6 +197,9 @@ type Builder struct {
 	// Workload, when set, finds the workloads behind endpoints (by their
 	// clusterset key), which a mesh feed sends with each source.
 	Workload func(key string) (clusterset.TaggedWorkload, bool)
+	// ClusterView adds to each source the service as its own cluster has
+	// it, for a spoke that serves remote views.
+	ClusterView bool
 }
 
 // Build returns the import of v, whose decisions are imp, as the receiving
@@ -223,15 +253,27 @@ func (b Builder) Build(v *clusterset.ServiceView, imp clusterset.Import) *federa
 // ready or serving as clusterset.Behind says what the gateways stand for.
 func (b Builder) source(c clusterset.ClusterService, headless bool, ports []*federationpb.ServicePort) *federationpb.ImportSource {
 	src := &federationpb.ImportSource{Cluster: string(c.Cluster), Network: string(c.Network)}
+	if b.ClusterView {
+		src.ClusterIps, src.ClusterPorts = c.Service.GetClusterIps(), c.Service.GetPorts()
+	}
 	var remote map[federation.NetworkID]*clusterset.Behind
 	for _, e := range c.Endpoints {
-		if e.Network == b.Network {
-			src.Endpoints = append(src.Endpoints, e.Proto())
+		here := e.Network == b.Network
+		if here || b.ClusterView {
+			pb := e.Proto()
+			if here {
+				src.Endpoints = append(src.Endpoints, pb)
+			}
+			if b.ClusterView {
+				src.ClusterEndpoints = append(src.ClusterEndpoints, pb)
+			}
 			if ref, _ := e.Workload(); b.Workload != nil && ref.UID != "" {
 				if w, ok := b.Workload(clusterset.WorkloadKey(c.Cluster, ref.UID)); ok {
 					src.Workloads = append(src.Workloads, w.Proto())
 				}
 			}
+		}
+		if here {
 			continue
 		}
 		if headless {
@@ -301,9 +343,10 @@ func Chunk(version uint64, full bool, imports []*federationpb.Import, removed []
 }
 
 // split cuts an import too large for one chunk into parts: the first
-// carries every field but the sources, the others each carry endpoints of
-// one source, as many as fit (a source may be cut into several parts). im
-// is borrowed for a moment, not kept.
+// carries every field but the sources, the others each carry one source's
+// fields and as many of its endpoints and workloads as fit (a source may
+// be cut into several parts, which add up). im is borrowed for a moment,
+// not kept.
 func split(im *federationpb.Import, budget int) []*federationpb.Import {
 	sources := im.Sources
 	im.Sources = nil
@@ -311,22 +354,34 @@ func split(im *federationpb.Import, budget int) []*federationpb.Import {
 	im.Sources = sources
 	parts := []*federationpb.Import{head}
 	for _, src := range im.GetSources() {
-		part := &federationpb.ImportSource{Cluster: src.GetCluster(), ViaGateway: src.GetViaGateway()}
-		size := proto.Size(part) + 64
-		flush := func() {
-			parts = append(parts, &federationpb.Import{Namespace: im.GetNamespace(), Name: im.GetName(), Sources: []*federationpb.ImportSource{part}})
+		part := &federationpb.ImportSource{
+			Cluster: src.GetCluster(), ViaGateway: src.GetViaGateway(), Network: src.GetNetwork(),
+			ClusterIps: src.GetClusterIps(), ClusterPorts: src.GetClusterPorts(),
+		}
+		size, items := proto.Size(part)+64, 0
+		// fit starts a new part when an item of n bytes does not fit.
+		fit := func(n int) {
+			if items > 0 && size+n > budget {
+				parts = append(parts, &federationpb.Import{Namespace: im.GetNamespace(), Name: im.GetName(), Sources: []*federationpb.ImportSource{part}})
+				part = &federationpb.ImportSource{Cluster: src.GetCluster(), ViaGateway: src.GetViaGateway()}
+				size, items = proto.Size(part)+64, 0
+			}
+			size += n
+			items++
 		}
 		for _, e := range src.GetEndpoints() {
-			n := proto.Size(e) + 8
-			if len(part.Endpoints) > 0 && size+n > budget {
-				flush()
-				part = &federationpb.ImportSource{Cluster: src.GetCluster(), ViaGateway: src.GetViaGateway()}
-				size = proto.Size(part) + 64
-			}
+			fit(proto.Size(e) + 8)
 			part.Endpoints = append(part.Endpoints, e)
-			size += n
 		}
-		flush()
+		for _, e := range src.GetClusterEndpoints() {
+			fit(proto.Size(e) + 8)
+			part.ClusterEndpoints = append(part.ClusterEndpoints, e)
+		}
+		for _, w := range src.GetWorkloads() {
+			fit(proto.Size(w) + 8)
+			part.Workloads = append(part.Workloads, w)
+		}
+		parts = append(parts, &federationpb.Import{Namespace: im.GetNamespace(), Name: im.GetName(), Sources: []*federationpb.ImportSource{part}})
 	}
 	return parts
 }

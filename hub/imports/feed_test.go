@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
+	"github.com/meshfed/meshfed/federation/syncproto"
 	"github.com/meshfed/meshfed/hub/registry"
 )
 
@@ -87,7 +88,7 @@ func TestFeed(t *testing.T) {
 		[]*federationpb.Endpoint{endpoint("echo", "10.2.0.1"), endpoint("db", "10.2.0.2")})
 
 	serving := make(chan struct{})
-	feed := NewFeed("east", false, f.reg.Current, serving)
+	feed := NewFeed("east", syncproto.ImportsWanted{}, f.reg.Current, serving)
 	if feed.Ready() != (<-chan struct{})(serving) || feed.Next(1<<20) != nil {
 		t.Fatal("the feed sends before the hub serves")
 	}
@@ -195,13 +196,77 @@ func TestMeshFeed(t *testing.T) {
 	}
 	serving := make(chan struct{})
 	close(serving)
-	sets := NewFeed("east", true, f.reg.Current, serving).Next(1 << 20)
+	sets := NewFeed("east", syncproto.ImportsWanted{Mesh: true}, f.reg.Current, serving).Next(1 << 20)
 	got := byKey(sets[0].GetImports())
 	if len(got) != 2 || !got["demo/echo"].GetMcs() || got["demo/web"].GetMcs() {
 		t.Fatalf("imports %v, want echo (MCS) and web (not)", sets[0].GetImports())
 	}
 	if w := got["demo/web"].GetSources()[0].GetWorkloads(); len(w) != 1 || w[0].GetServiceAccount() != "web" {
 		t.Errorf("web's workloads %v", w)
+	}
+}
+
+// A feed to a spoke that serves remote views adds each source as its own
+// cluster has it (every endpoint as it is, behind a gateway or not, with
+// its workload; the ClusterIPs and ports) and the members' clusters, in
+// the full set and again only when they change.
+func TestRemoteViewsFeed(t *testing.T) {
+	f := newFixture(t)
+	f.apply(f.east, eastCluster, nil, nil)
+	svc := service("echo", false)
+	svc.ClusterIps = []string{"10.0.0.200"}
+	svc.Ports[0].TargetPort = 8080
+	ep := endpoint("echo", "10.2.0.1")
+	ep.Workload = &federationpb.WorkloadRef{Kind: "Pod", Name: "echo-0", Uid: "uid-echo-0"}
+	f.version[f.west]++
+	if err := f.west.Apply("s", &federationpb.ShardUpdate{
+		Version: f.version[f.west], Full: true, Cluster: westCluster, Services: []*federationpb.Service{svc}, Endpoints: []*federationpb.Endpoint{ep},
+		Workloads: []*federationpb.Workload{{Uid: "uid-echo-0", Namespace: "demo", Name: "echo-0", Ips: []string{"10.2.0.1"}, ServiceAccount: "echo", Ambient: true}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	serving := make(chan struct{})
+	close(serving)
+	feed := NewFeed("east", syncproto.ImportsWanted{Mesh: true, RemoteViews: true}, f.reg.Current, serving)
+	sets := feed.Next(1 << 20)
+	if len(sets) != 1 {
+		t.Fatalf("%d sets", len(sets))
+	}
+	var ids []string
+	for _, c := range sets[0].GetClusters() {
+		ids = append(ids, c.GetId()+"/"+c.GetNetwork()+fmt.Sprint(len(c.GetGateways())))
+	}
+	if !slices.Equal(ids, []string{"east/n10", "west/n22"}) {
+		t.Errorf("clusters %v, want east and west with their networks and gateways", ids)
+	}
+	src := byKey(sets[0].GetImports())["demo/echo"].GetSources()[0]
+	if eps := src.GetEndpoints(); len(eps) != 1 || eps[0].GetAddress() != "192.0.2.10" {
+		t.Errorf("reachable endpoints %v, want west's mTLS gateway", eps)
+	}
+	if eps := src.GetClusterEndpoints(); len(eps) != 1 || eps[0].GetAddress() != "10.2.0.1" || eps[0].GetWorkload().GetUid() != "uid-echo-0" {
+		t.Errorf("the cluster's endpoints %v, want the pod as it is", eps)
+	}
+	if w := src.GetWorkloads(); len(w) != 1 || !w[0].GetAmbient() {
+		t.Errorf("workloads %v, want the pod behind the gateway", w)
+	}
+	if !slices.Equal(src.GetClusterIps(), []string{"10.0.0.200"}) || src.GetClusterPorts()[0].GetTargetPort() != 8080 {
+		t.Errorf("the cluster's service: IPs %v ports %v", src.GetClusterIps(), src.GetClusterPorts())
+	}
+
+	// A change of services alone does not resend the clusters; one of a
+	// cluster does.
+	svc = proto.Clone(svc).(*federationpb.Service) // the registry keeps what it was given
+	svc.Ports[0].TargetPort = 9090
+	f.apply(f.west, westCluster, []*federationpb.Service{svc}, []*federationpb.Endpoint{ep})
+	if sets := feed.Next(1 << 20); len(sets) != 1 || len(sets[0].GetClusters()) != 0 || len(sets[0].GetImports()) != 1 {
+		t.Errorf("after a service change: %v", sets)
+	}
+	moved := proto.Clone(westCluster).(*federationpb.Cluster)
+	moved.Gateways[1].Address = "192.0.2.12"
+	f.apply(f.west, moved, []*federationpb.Service{svc}, []*federationpb.Endpoint{ep})
+	sets = feed.Next(1 << 20)
+	if len(sets) != 1 || len(sets[0].GetClusters()) != 2 || sets[0].GetClusters()[1].GetGateways()[1].GetAddress() != "192.0.2.12" {
+		t.Errorf("after west's HBONE gateway moved: %v", sets)
 	}
 }
 
@@ -212,7 +277,7 @@ func TestFeedWaitsForTheReceiversShard(t *testing.T) {
 	f.apply(f.west, westCluster, []*federationpb.Service{service("echo", false)}, nil)
 	serving := make(chan struct{})
 	close(serving)
-	feed := NewFeed("east", false, f.reg.Current, serving)
+	feed := NewFeed("east", syncproto.ImportsWanted{}, f.reg.Current, serving)
 	if sets := feed.Next(1 << 20); sets != nil {
 		t.Fatalf("sets %v before east's shard", sets)
 	}
@@ -225,13 +290,20 @@ func TestFeedWaitsForTheReceiversShard(t *testing.T) {
 }
 
 // Chunks stay under the bound, and joining them as a spoke does gives the
-// imports back whole.
+// imports back whole: every field of every source (its network, what a
+// remote view needs, the workloads), not only the endpoints.
 func TestChunkSplitsLargeImports(t *testing.T) {
 	big := &federationpb.Import{Namespace: "demo", Name: "big", Type: federationpb.ImportType_IMPORT_TYPE_HEADLESS, Clusters: []string{"east", "west"}}
 	for _, c := range []string{"east", "west"} {
-		src := &federationpb.ImportSource{Cluster: c}
+		src := &federationpb.ImportSource{
+			Cluster: c, Network: "net-" + c, ClusterIps: []string{"10.0.0.1"},
+			ClusterPorts: []*federationpb.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}},
+		}
 		for i := range 3000 {
-			src.Endpoints = append(src.Endpoints, endpoint("big", fmt.Sprintf("10.%d.%d.%d", len(c), i/256, i%256)))
+			addr := fmt.Sprintf("10.%d.%d.%d", len(c), i/256, i%256)
+			src.Endpoints = append(src.Endpoints, endpoint("big", addr))
+			src.ClusterEndpoints = append(src.ClusterEndpoints, endpoint("big", addr))
+			src.Workloads = append(src.Workloads, &federationpb.Workload{Uid: "uid-" + addr, Namespace: "demo", Name: "big-" + addr, Ips: []string{addr}, ServiceAccount: "big"})
 		}
 		big.Sources = append(big.Sources, src)
 	}
@@ -261,7 +333,10 @@ func TestChunkSplitsLargeImports(t *testing.T) {
 			}
 			for _, src := range part.GetSources() {
 				if i := slices.IndexFunc(whole.Sources, func(s *federationpb.ImportSource) bool { return s.GetCluster() == src.GetCluster() }); i >= 0 {
-					whole.Sources[i].Endpoints = append(whole.Sources[i].Endpoints, src.GetEndpoints()...)
+					w := whole.Sources[i]
+					w.Endpoints = append(w.Endpoints, src.GetEndpoints()...)
+					w.ClusterEndpoints = append(w.ClusterEndpoints, src.GetClusterEndpoints()...)
+					w.Workloads = append(w.Workloads, src.GetWorkloads()...)
 				} else {
 					whole.Sources = append(whole.Sources, src)
 				}
@@ -306,7 +381,7 @@ func BenchmarkFeedFullSet(b *testing.B) {
 	bytes := 0
 	for b.Loop() {
 		bytes = 0
-		for _, c := range NewFeed("east", false, r.Current, serving).Next(4 << 20) {
+		for _, c := range NewFeed("east", syncproto.ImportsWanted{}, r.Current, serving).Next(4 << 20) {
 			bytes += proto.Size(c)
 		}
 	}

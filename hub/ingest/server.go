@@ -50,7 +50,7 @@ type Config struct {
 	Build string
 	// Imports, when set, gives the stream of an importing spoke the
 	// imports its cluster should hold.
-	Imports func(id federation.ClusterID, mesh bool) syncproto.ImportsFeed
+	Imports func(id federation.ClusterID, want syncproto.ImportsWanted) syncproto.ImportsFeed
 }
 
 // Server implements the Federation service.

@@ -21,6 +21,10 @@ type Set struct {
 	Network string
 	// Imports are whole: every part the replica sent of one import joined.
 	Imports map[string]*federationpb.Import
+	// Clusters are the members' clusters, as the last set that carried
+	// them said (sent only to a spoke that serves remote views; nil from
+	// a hub that predates them).
+	Clusters []*federationpb.Cluster
 }
 
 // Import returns one import.
@@ -120,7 +124,8 @@ type Link struct {
 	held  *heldCursor
 
 	// Guarded by store.mu.
-	imports map[string]*federationpb.Import
+	imports  map[string]*federationpb.Import
+	clusters []*federationpb.Cluster
 	// complete: a full set arrived on the current stream.
 	complete bool
 	// published is the Set of imports as last received (shared with
@@ -191,11 +196,17 @@ func (l *Link) Received(im *federationpb.Imports) {
 				whole.Sources = append(whole.Sources, src)
 				continue
 			}
-			whole.Sources[i].Endpoints = append(whole.Sources[i].Endpoints, src.GetEndpoints()...)
-			whole.Sources[i].ViaGateway = whole.Sources[i].ViaGateway || src.GetViaGateway()
+			w := whole.Sources[i]
+			w.Endpoints = append(w.Endpoints, src.GetEndpoints()...)
+			w.ClusterEndpoints = append(w.ClusterEndpoints, src.GetClusterEndpoints()...)
+			w.Workloads = append(w.Workloads, src.GetWorkloads()...)
+			w.ViaGateway = w.ViaGateway || src.GetViaGateway()
 		}
 	}
-	l.published = &Set{Hub: l.hub, Network: im.GetNetwork(), Imports: l.imports}
+	if im.GetFull() || len(im.GetClusters()) > 0 {
+		l.clusters = im.GetClusters()
+	}
+	l.published = &Set{Hub: l.hub, Network: im.GetNetwork(), Imports: l.imports, Clusters: l.clusters}
 	l.store.chooseLocked()
 }
 

@@ -151,3 +151,43 @@ func TestSetChanged(t *testing.T) {
 		t.Errorf("changed from itself %v", got)
 	}
 }
+
+// TestLinkJoinsParts: the parts of one import add up, every field of a
+// source with them (what a remote view needs, the workloads); the
+// members' clusters stay until a set carries others.
+func TestLinkJoinsParts(t *testing.T) {
+	s := NewStore()
+	l := s.Link("hub-a:9443")
+	l.Start()
+	ep := func(addr string) *federationpb.Endpoint { return &federationpb.Endpoint{Address: addr} }
+	head := imp("x")
+	parts := []*federationpb.Import{
+		head,
+		{Namespace: "ns", Name: "x", Sources: []*federationpb.ImportSource{{
+			Cluster: "west", Network: "n2", ClusterIps: []string{"10.0.0.1"}, Endpoints: []*federationpb.Endpoint{ep("192.0.2.1")}, ViaGateway: true,
+			ClusterEndpoints: []*federationpb.Endpoint{ep("10.2.0.1")},
+		}}},
+		{Namespace: "ns", Name: "x", Sources: []*federationpb.ImportSource{{
+			Cluster: "west", ClusterEndpoints: []*federationpb.Endpoint{ep("10.2.0.2")}, Workloads: []*federationpb.Workload{{Uid: "a"}, {Uid: "b"}},
+		}}},
+	}
+	clusters := []*federationpb.Cluster{{Id: "east"}, {Id: "west"}}
+	l.Received(&federationpb.Imports{Version: 1, Full: true, Imports: parts, Clusters: clusters})
+	set, _ := s.Current()
+	src := set.Imports["ns/x"].GetSources()
+	if len(src) != 1 || src[0].GetNetwork() != "n2" || len(src[0].GetClusterIps()) != 1 || len(src[0].GetEndpoints()) != 1 ||
+		len(src[0].GetClusterEndpoints()) != 2 || len(src[0].GetWorkloads()) != 2 || !src[0].GetViaGateway() {
+		t.Errorf("joined source %v", src)
+	}
+	if len(set.Clusters) != 2 {
+		t.Errorf("clusters %v", set.Clusters)
+	}
+	l.Received(&federationpb.Imports{Version: 2, Removed: []string{"ns/x"}})
+	if set, _ := s.Current(); len(set.Clusters) != 2 {
+		t.Errorf("a delta without clusters dropped them: %v", set.Clusters)
+	}
+	l.Received(&federationpb.Imports{Version: 3, Clusters: clusters[:1]})
+	if set, _ := s.Current(); len(set.Clusters) != 1 {
+		t.Errorf("a delta with clusters did not replace them: %v", set.Clusters)
+	}
+}

@@ -44,9 +44,11 @@ type Config struct {
 	// Imports, when set, takes the imports this hub replica sends and
 	// reports to it what the cluster holds. WritesImports: the spoke
 	// writes them into its cluster; Mesh: it serves them to its cluster's
-	// mesh (every federated service, not only the MCS imports).
-	Imports             syncproto.ImportsLink
-	WritesImports, Mesh bool
+	// mesh (every federated service, not only the MCS imports);
+	// RemoteViews: it serves its istiod each other member as a remote
+	// cluster.
+	Imports                          syncproto.ImportsLink
+	WritesImports, Mesh, RemoteViews bool
 	// MaxMessageBytes bounds the messages this spoke sends, when the hub
 	// announces no lower limit.
 	MaxMessageBytes int
@@ -176,6 +178,7 @@ func newUplink(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger,
 		Imports:         cfg.Imports,
 		WritesImports:   cfg.WritesImports,
 		Mesh:            cfg.Mesh,
+		RemoteViews:     cfg.RemoteViews,
 	}, shard, observer{u})
 	return u
 }
