@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,9 +25,12 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/internal/istiodtest"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/testwait"
+	"github.com/meshfed/meshfed/spoke"
 	"github.com/meshfed/meshfed/spoke/kubeview"
 )
 
@@ -74,7 +79,7 @@ func (s ambientSite) install(t *testing.T, c *kubetest.Cluster) {
 		t.Fatal(err)
 	}
 	if _, err := c.Client.CoreV1().Services("demo").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "demo", Labels: map[string]string{"istio.io/global": "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: "demo", Labels: map[string]string{"istio.io/global": "true", "meshfed.io/export": "true"}},
 		Spec: corev1.ServiceSpec{ClusterIP: s.vip, Selector: map[string]string{"app": "echo"}, Ports: []corev1.ServicePort{{
 			Name: "grpc", Port: 8080, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolTCP,
 		}}},
@@ -117,6 +122,16 @@ func (s ambientSite) install(t *testing.T, c *kubetest.Cluster) {
 	}
 	if s.gateway == "" {
 		return
+	}
+	// The gateway's Service, as Istio's deployment controller makes it for
+	// the Gateway below: what a spoke reads gateways from.
+	if _, err := c.Client.CoreV1().Services(istiodtest.SystemNamespace).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "istio-eastwestgateway", Namespace: istiodtest.SystemNamespace, Labels: map[string]string{istiodtest.NetworkLabel: s.network}},
+		Spec: corev1.ServiceSpec{ExternalIPs: []string{s.gateway}, Ports: []corev1.ServicePort{{
+			Name: "mesh", Port: 15008, TargetPort: intstr.FromInt32(15008), Protocol: corev1.ProtocolTCP,
+		}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	gw := gatewayclient.NewForConfigOrDie(c.Config).GatewayV1().Gateways(istiodtest.SystemNamespace)
 	created, err := gw.Create(ctx, &gatewayv1.Gateway{
@@ -278,4 +293,88 @@ current-context: west
 		t.Fatalf("through the view, the ztunnel holds (-remote secret +view):\n%s", diff)
 	}
 	t.Logf("the ztunnel holds %s", describeZtunnel(viewed.State()))
+}
+
+// TestAmbientFedByMeshfed: east's istiod, in ambient multi-network mode
+// with no remote secret to any cluster, reads west through east's spoke
+// (--remote-views-addr), and east's ztunnel sees west's global services
+// as it does through Istio's own ambient multicluster (east's istiod with
+// a remote secret for west), after the normalisations withoutAPIServer
+// states.
+func TestAmbientFedByMeshfed(t *testing.T) {
+	istiodtest.RequireBinary(t)
+	clusters := kubetest.Start(t, 3)
+	eastRef, eastMesh, west := clusters[0], clusters[1], clusters[2]
+	east := ambientSite{network: "net-east", zone: "z-east", vip: "10.0.0.100", pods: []string{"10.1.0.1"}}
+	east.install(t, eastRef)
+	east.install(t, eastMesh)
+	ambientSite{network: "net-west", zone: "z-west", gateway: "192.0.2.50", vip: "10.0.0.200", pods: []string{"10.2.0.1", "10.2.0.2"}}.install(t, west)
+	westConfig, err := os.ReadFile(west.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remoteSecret(t, eastRef, "west", westConfig)
+
+	cfg := hub.DefaultConfig()
+	cfg.Insecure = true
+	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = freeAddr(t), "", ""
+	cfg.XDSWarmUp = 500 * time.Millisecond
+	h := runHub(t, cfg)
+	viewsAddr := freeAddr(t)
+	// The views' serving certificate: the local PKI's, for 127.0.0.1.
+	certs := t.TempDir()
+	if err := pki.WriteLocal(certs, "cluster.local", []string{"east"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(certs, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(filepath.Join(certs, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id, network string
+		cluster     *kubetest.Cluster
+		views       string
+	}{{"east", "net-east", eastMesh, viewsAddr}, {"west", "net-west", west, ""}} {
+		sc := spoke.DefaultConfig()
+		sc.ClusterID, sc.Network, sc.Kubeconfig, sc.InCluster = c.id, c.network, c.cluster.Kubeconfig, false
+		sc.Hub, sc.Insecure = h.FederationAddr().String(), true
+		if c.views != "" {
+			sc.RemoteViewsAddr, sc.RemoteViewsTokenFile = c.views, tokenFile
+			sc.RemoteViewsCertFile, sc.RemoteViewsKeyFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key")
+		}
+		runSpokeWith(t, sc)
+	}
+	remoteSecret(t, eastMesh, "west", []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: west, cluster: {server: "https://%s/clusters/west", certificate-authority-data: %s}}]
+contexts: [{name: west, context: {cluster: west, user: west}}]
+users: [{name: west, user: {token: s3cret}}]
+current-context: west
+`, viewsAddr, base64.StdEncoding.EncodeToString(ca))))
+
+	node := istiodtest.ZtunnelNode{IP: "10.1.0.10", Pod: "ztunnel-1", ClusterID: "east", Network: "net-east", NodeName: "node-1"}
+	ref := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastRef, istiodAmbient("net-east")).XDSAddr, node)
+	fed := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastMesh, istiodAmbient("net-east")).XDSAddr, node)
+	splitHorizon := func(st istiodtest.State) bool {
+		for name := range st.Addresses {
+			if strings.HasPrefix(name, "net-west/SplitHorizonWorkload/") {
+				return true
+			}
+		}
+		return false
+	}
+	ref.Wait(t, "west's split-horizon workload through the remote secret", time.Minute, splitHorizon, describeZtunnel)
+	same := func() (bool, string) {
+		want, got := withoutAPIServer(ref.State()), withoutAPIServer(fed.State())
+		return cmp.Equal(want, got, protocmp.Transform()), cmp.Diff(want, got, protocmp.Transform())
+	}
+	if !testwait.Within(time.Minute, same) {
+		_, diff := same()
+		t.Fatalf("fed by meshfed, the ztunnel holds (-remote secret +meshfed):\n%s", diff)
+	}
+	t.Logf("the ztunnel holds %s", describeZtunnel(fed.State()))
 }

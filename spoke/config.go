@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -53,6 +55,15 @@ type Config struct {
 	// ServiceEntries wait for a hub's first set.
 	MCPAddr        string
 	MCPInitialWait time.Duration
+	// RemoteViewsAddr serves the cluster's istiod each other member as a
+	// remote cluster: a read-only Kubernetes API of what that member
+	// exports, at /clusters/<id>/ ("": off). RemoteViewsTokenFile holds
+	// the bearer token istiod's kubeconfigs present ("": any client may
+	// read, which only a loopback address should allow).
+	// RemoteViewsCertFile and RemoteViewsKeyFile serve the views over
+	// HTTPS, which a token needs: Kubernetes clients send none over HTTP.
+	RemoteViewsAddr                                               string
+	RemoteViewsTokenFile, RemoteViewsCertFile, RemoteViewsKeyFile string
 	// InCluster says the spoke runs in a pod. DefaultConfig sets it when
 	// KUBERNETES_SERVICE_HOST is set, as the kubelet does in every pod.
 	InCluster bool
@@ -142,6 +153,10 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.ImportQPS, "import-qps", c.ImportQPS, "writes per second of the clusterset's imports (ServiceImports, EndpointSlices) into the cluster, apart from --kube-qps (0: 500)")
 	fs.IntVar(&c.ImportBurst, "import-burst", c.ImportBurst, "burst of the import writes (0: twice --import-qps)")
 	fs.StringVar(&c.MCPAddr, "mcp-addr", c.MCPAddr, `serve the cluster's istiod the clusterset's services as ServiceEntries over MCP-over-xDS at this address (its meshConfig.configSources: xds://ADDR); "" disables it`)
+	fs.StringVar(&c.RemoteViewsAddr, "remote-views-addr", c.RemoteViewsAddr, `serve the cluster's istiod each other member as a remote cluster (a read-only Kubernetes API of what it exports, at /clusters/<id>/) at this address, for Istio's ambient multicluster without remote secrets; "" disables it`)
+	fs.StringVar(&c.RemoteViewsTokenFile, "remote-views-token-file", c.RemoteViewsTokenFile, "file holding the bearer token a client of --remote-views-addr must present (empty: any client, for a loopback address only)")
+	fs.StringVar(&c.RemoteViewsCertFile, "remote-views-tls-cert", c.RemoteViewsCertFile, "serve --remote-views-addr over HTTPS with this certificate (PEM); a token needs it")
+	fs.StringVar(&c.RemoteViewsKeyFile, "remote-views-tls-key", c.RemoteViewsKeyFile, "the key of --remote-views-tls-cert (PEM)")
 	fs.DurationVar(&c.MCPInitialWait, "mcp-initial-wait", c.MCPInitialWait, "how long istiod's ServiceEntries wait for a hub's first set of services before they are answered empty, so that a starting istiod is not held up by an unreachable hub")
 	fs.StringVar(&c.CertFile, "tls-cert", c.CertFile, "the spoke's TLS certificate (PEM, URI SAN spiffe://<td>/meshfed/cluster/<id>)")
 	fs.StringVar(&c.KeyFile, "tls-key", c.KeyFile, "the spoke's TLS key (PEM)")
@@ -192,6 +207,15 @@ func (c Config) Validate() error {
 	}
 	if c.KubeQPS < 0 || c.KubeBurst < 0 {
 		errs = append(errs, errors.New("--kube-qps and --kube-burst cannot be negative"))
+	}
+	if (c.RemoteViewsCertFile == "") != (c.RemoteViewsKeyFile == "") {
+		errs = append(errs, errors.New("--remote-views-tls-cert and --remote-views-tls-key go together"))
+	}
+	if c.RemoteViewsTokenFile != "" && c.RemoteViewsCertFile == "" {
+		errs = append(errs, errors.New("--remote-views-token-file needs --remote-views-tls-cert and --remote-views-tls-key: Kubernetes clients send no token over plain HTTP"))
+	}
+	if c.RemoteViewsAddr != "" && c.RemoteViewsTokenFile == "" && !loopbackAddr(c.RemoteViewsAddr) {
+		errs = append(errs, fmt.Errorf("--remote-views-addr %q is not a loopback address: set --remote-views-token-file, or any client that reaches it reads every member's exports", c.RemoteViewsAddr))
 	}
 	if c.MCPInitialWait < 0 {
 		errs = append(errs, fmt.Errorf("--mcp-initial-wait %v is negative", c.MCPInitialWait))
@@ -257,4 +281,17 @@ func (l *namespaceList) Set(v string) error {
 	}
 	*l = out
 	return nil
+}
+
+// loopbackAddr reports whether addr (host:port) listens on loopback only.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }

@@ -63,6 +63,34 @@ func TestValidateMemoryLimitRatio(t *testing.T) {
 	}
 }
 
+// TestValidateRemoteViews: the views need a token off loopback, and a
+// token needs HTTPS (Kubernetes clients send none over HTTP).
+func TestValidateRemoteViews(t *testing.T) {
+	for _, tc := range []struct {
+		addr, token, cert, key string
+		says                   string
+	}{
+		{addr: "127.0.0.1:15012"},
+		{addr: "localhost:15012"},
+		{addr: ":15012", token: "t", cert: "c", key: "k"},
+		{addr: ":15012", says: "not a loopback address"},
+		{addr: "10.0.0.1:15012", says: "not a loopback address"},
+		{addr: ":15012", token: "t", says: "Kubernetes clients send no token over plain HTTP"},
+		{addr: ":15012", token: "t", cert: "c", says: "go together"},
+	} {
+		cfg := DefaultConfig()
+		cfg.ClusterID, cfg.Manifests, cfg.Insecure = "east", "east", true
+		cfg.RemoteViewsAddr, cfg.RemoteViewsTokenFile, cfg.RemoteViewsCertFile, cfg.RemoteViewsKeyFile = tc.addr, tc.token, tc.cert, tc.key
+		err := cfg.Validate()
+		switch {
+		case tc.says == "" && err != nil:
+			t.Errorf("%+v: Validate() = %v", tc, err)
+		case tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)):
+			t.Errorf("%+v: Validate() = %v, want an error saying %q", tc, err, tc.says)
+		}
+	}
+}
+
 const kubeconfig = `apiVersion: v1
 kind: Config
 clusters:

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +32,7 @@ import (
 	"github.com/meshfed/meshfed/spoke/kubeclient"
 	"github.com/meshfed/meshfed/spoke/mcp"
 	"github.com/meshfed/meshfed/spoke/normalize"
+	"github.com/meshfed/meshfed/spoke/remoteview"
 	"github.com/meshfed/meshfed/spoke/shard"
 	"github.com/meshfed/meshfed/spoke/source/file"
 	"github.com/meshfed/meshfed/spoke/source/kube"
@@ -64,6 +67,9 @@ type Spoke struct {
 	writes  bool
 	// mcp serves the cluster's istiod (nil without --mcp-addr).
 	mcp *mcp.Server
+	// views serves the cluster's istiod each other member as a remote
+	// cluster (nil without --remote-views-addr).
+	views *remoteview.Server
 	// election is nil without --leader-elect; synced: the source has
 	// delivered its caches' content.
 	election *election
@@ -117,7 +123,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	}
 	metrics := prometheus.NewRegistry()
 	var store, writes *imports.Store
-	if cfg.Manifests == "" || cfg.MCPAddr != "" {
+	if cfg.Manifests == "" || cfg.MCPAddr != "" || cfg.RemoteViewsAddr != "" {
 		store = imports.NewStore()
 	}
 	if cfg.Manifests == "" { // the file source writes nothing
@@ -156,6 +162,28 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 			Addr: cfg.MCPAddr, InitialWait: cfg.MCPInitialWait,
 			Entries: mcp.Entries{Cluster: cfg.ClusterID, Domain: cfg.DomainSuffix},
 		}, store, log.With("component", "mcp"))
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.RemoteViewsAddr != "" {
+		var token string
+		if cfg.RemoteViewsTokenFile != "" {
+			b, err := os.ReadFile(cfg.RemoteViewsTokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("--remote-views-token-file: %w", err)
+			}
+			if token = strings.TrimSpace(string(b)); token == "" {
+				return nil, fmt.Errorf("--remote-views-token-file %s is empty", cfg.RemoteViewsTokenFile)
+			}
+		}
+		vcfg := remoteview.Config{Addr: cfg.RemoteViewsAddr, Cluster: federation.ClusterID(cfg.ClusterID), Token: token}
+		if cfg.RemoteViewsCertFile != "" {
+			if vcfg.TLS, err = pki.ServerOnlyConfig(cfg.RemoteViewsCertFile, cfg.RemoteViewsKeyFile, log.With("component", "remote-views-tls")); err != nil {
+				return nil, fmt.Errorf("--remote-views-tls-cert, --remote-views-tls-key: %w", err)
+			}
+		}
+		s.views, err = remoteview.NewServer(vcfg, store, log.With("component", "remote-views"))
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +245,7 @@ func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, member
 	return &link{
 		conn: conn, stream: stream, metrics: metrics, imports: il,
 		Uplink: uplink.New(uplink.Config{
-			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members, Imports: ilink, WritesImports: s.writes, Mesh: s.mcp != nil,
+			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members, Imports: ilink, WritesImports: s.writes, Mesh: s.mcp != nil, RemoteViews: s.views != nil,
 			MaxMessageBytes: s.cfg.MaxMessageBytes, AckTimeout: s.cfg.AckTimeout,
 			FullAcked: func() {
 				s.ready.Store(true)
@@ -285,6 +313,11 @@ func (s *Spoke) Run(ctx context.Context) error {
 		// must reach one spoke that does not stand by (the chart allows
 		// --mcp-addr with a single spoke only).
 		g.Go(func() error { return s.mcp.Run(ctx) })
+	}
+	if s.views != nil {
+		// Like the MCP server, a standby's views stay unanswered (503):
+		// only the leader hears from the hubs.
+		g.Go(func() error { return s.views.Run(ctx) })
 	}
 	// Only the leader streams to the hub.
 	g.Go(func() error { return s.election.run(ctx, s.hubs.Run) })
