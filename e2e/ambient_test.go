@@ -3,13 +3,17 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,40 +90,7 @@ func (s ambientSite) install(t *testing.T, c *kubetest.Cluster) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var eps []discoveryv1.Endpoint
-	for _, ip := range s.pods {
-		name := "echo-" + strings.ReplaceAll(ip, ".", "-")
-		p, err := c.Client.CoreV1().Pods("demo").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: name, Namespace: "demo",
-				Labels:      map[string]string{"app": "echo"},
-				Annotations: map[string]string{"ambient.istio.io/redirection": "enabled"},
-			},
-			Spec: corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "echo", Containers: []corev1.Container{{Name: "echo", Image: "echo"}}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Status = corev1.PodStatus{
-			Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		}
-		if _, err := c.Client.CoreV1().Pods("demo").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		eps = append(eps, discoveryv1.Endpoint{
-			Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, NodeName: ptr.To("node-1"),
-			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: name},
-		})
-	}
-	if _, err := c.Client.DiscoveryV1().EndpointSlices("demo").Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: "echo-1", Namespace: "demo", Labels: map[string]string{discoveryv1.LabelServiceName: "echo"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](9090), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		Endpoints:   eps,
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setPods(t, c, s.pods...)
 	if s.gateway == "" {
 		return
 	}
@@ -148,6 +119,75 @@ func (s ambientSite) install(t *testing.T, c *kubetest.Cluster) {
 	}
 	created.Status.Addresses = []gatewayv1.GatewayStatusAddress{{Type: ptr.To(gatewayv1.IPAddressType), Value: s.gateway}}
 	if _, err := gw.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setPods makes demo/echo's pods in c exactly those with the addresses
+// ips, each ready and captured by ztunnel, and its EndpointSlice list
+// them.
+func setPods(t *testing.T, c *kubetest.Cluster, ips ...string) {
+	t.Helper()
+	ctx := t.Context()
+	pods := c.Client.CoreV1().Pods("demo")
+	existing, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, ip := range ips {
+		want["echo-"+strings.ReplaceAll(ip, ".", "-")] = ip
+	}
+	for _, p := range existing.Items {
+		if _, ok := want[p.Name]; ok {
+			delete(want, p.Name)
+			continue
+		}
+		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		ip := want[name]
+		p, err := pods.Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: "demo",
+				Labels:      map[string]string{"app": "echo"},
+				Annotations: map[string]string{"ambient.istio.io/redirection": "enabled"},
+			},
+			Spec: corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "echo", Containers: []corev1.Container{{Name: "echo", Image: "echo"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status = corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		}
+		if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var eps []discoveryv1.Endpoint
+	for _, ip := range ips {
+		eps = append(eps, discoveryv1.Endpoint{
+			Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, NodeName: ptr.To("node-1"),
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: "echo-" + strings.ReplaceAll(ip, ".", "-")},
+		})
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "echo-1", Namespace: "demo", Labels: map[string]string{discoveryv1.LabelServiceName: "echo"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To[int32](9090), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints:   eps,
+	}
+	sliceAPI := c.Client.DiscoveryV1().EndpointSlices("demo")
+	if old, err := sliceAPI.Get(ctx, "echo-1", metav1.GetOptions{}); err == nil {
+		slice.ResourceVersion = old.ResourceVersion
+		if _, err := sliceAPI.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	} else if _, err := sliceAPI.Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -300,7 +340,11 @@ current-context: west
 // (--remote-views-addr), and east's ztunnel sees west's global services
 // as it does through Istio's own ambient multicluster (east's istiod with
 // a remote secret for west), after the normalisations withoutAPIServer
-// states.
+// states. Then, side by side: west's pods come and go (timed, both ways);
+// west unexports and exports again; the hub goes down, an istiod started
+// meanwhile gets the last state, and the restarted hub carries on, with
+// nothing of west withdrawn on the way; west's spoke goes, and its lease
+// withdraws west.
 func TestAmbientFedByMeshfed(t *testing.T) {
 	istiodtest.RequireBinary(t)
 	clusters := kubetest.Start(t, 3)
@@ -308,7 +352,8 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 	east := ambientSite{network: "net-east", zone: "z-east", vip: "10.0.0.100", pods: []string{"10.1.0.1"}}
 	east.install(t, eastRef)
 	east.install(t, eastMesh)
-	ambientSite{network: "net-west", zone: "z-west", gateway: "192.0.2.50", vip: "10.0.0.200", pods: []string{"10.2.0.1", "10.2.0.2"}}.install(t, west)
+	westPods := []string{"10.2.0.1", "10.2.0.2"}
+	ambientSite{network: "net-west", zone: "z-west", gateway: "192.0.2.50", vip: "10.0.0.200", pods: westPods}.install(t, west)
 	westConfig, err := os.ReadFile(west.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +363,10 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 	cfg := hub.DefaultConfig()
 	cfg.Insecure = true
 	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = freeAddr(t), "", ""
-	cfg.XDSWarmUp = 500 * time.Millisecond
+	// The default warm-up: a restarted hub waits for every member the
+	// spokes name before it sends any a set.
+	// A lost cluster is withdrawn a second after its spoke goes.
+	cfg.Leases.StaleAfter, cfg.Leases.WithdrawAfter = 200*time.Millisecond, time.Second
 	h := runHub(t, cfg)
 	viewsAddr := freeAddr(t)
 	// The views' serving certificate: the local PKI's, for 127.0.0.1.
@@ -334,6 +382,7 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stops := map[string]func(){}
 	for _, c := range []struct {
 		id, network string
 		cluster     *kubetest.Cluster
@@ -346,7 +395,7 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 			sc.RemoteViewsAddr, sc.RemoteViewsTokenFile = c.views, tokenFile
 			sc.RemoteViewsCertFile, sc.RemoteViewsKeyFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key")
 		}
-		runSpokeWith(t, sc)
+		stops[c.id] = runSpokeWith(t, sc)
 	}
 	remoteSecret(t, eastMesh, "west", []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -359,22 +408,126 @@ current-context: west
 	node := istiodtest.ZtunnelNode{IP: "10.1.0.10", Pod: "ztunnel-1", ClusterID: "east", Network: "net-east", NodeName: "node-1"}
 	ref := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastRef, istiodAmbient("net-east")).XDSAddr, node)
 	fed := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastMesh, istiodAmbient("net-east")).XDSAddr, node)
-	splitHorizon := func(st istiodtest.State) bool {
-		for name := range st.Addresses {
-			if strings.HasPrefix(name, "net-west/SplitHorizonWorkload/") {
-				return true
-			}
+	ref.Wait(t, "west's split-horizon workload through the remote secret", time.Minute, func(st istiodtest.State) bool { return capacity(st) == 2 }, describeZtunnel)
+	alike := func(z *istiodtest.Ztunnel, what string) {
+		t.Helper()
+		same := func() (bool, string) {
+			want, got := withoutAPIServer(ref.State()), withoutAPIServer(z.State())
+			return cmp.Equal(want, got, protocmp.Transform()), cmp.Diff(want, got, protocmp.Transform())
 		}
-		return false
+		if !testwait.Within(time.Minute, same) {
+			_, diff := same()
+			t.Fatalf("%s, the ztunnel fed by meshfed holds (-remote secret +meshfed):\n%s", what, diff)
+		}
 	}
-	ref.Wait(t, "west's split-horizon workload through the remote secret", time.Minute, splitHorizon, describeZtunnel)
-	same := func() (bool, string) {
-		want, got := withoutAPIServer(ref.State()), withoutAPIServer(fed.State())
-		return cmp.Equal(want, got, protocmp.Transform()), cmp.Diff(want, got, protocmp.Transform())
-	}
-	if !testwait.Within(time.Minute, same) {
-		_, diff := same()
-		t.Fatalf("fed by meshfed, the ztunnel holds (-remote secret +meshfed):\n%s", diff)
-	}
+	alike(fed, "at first")
 	t.Logf("the ztunnel holds %s", describeZtunnel(fed.State()))
+
+	// West's pods come and go: each change reaches both ztunnels (timed
+	// from the write into west's API server).
+	var viaSecret, viaMeshfed []time.Duration
+	for i := range 10 {
+		for _, pods := range [][]string{append(slices.Clone(westPods), fmt.Sprintf("10.2.1.%d", i+1)), westPods} {
+			start := time.Now()
+			setPods(t, west, pods...)
+			var wg sync.WaitGroup
+			var took [2]time.Duration
+			var errs [2]error
+			for j, z := range []*istiodtest.Ztunnel{ref, fed} {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+					defer cancel()
+					_, errs[j] = z.Await(ctx, func(st istiodtest.State) bool { return capacity(st) == uint32(len(pods)) })
+					took[j] = time.Since(start)
+				})
+			}
+			wg.Wait()
+			if err := errors.Join(errs[:]...); err != nil {
+				t.Fatalf("west at %d pods: %v", len(pods), err)
+			}
+			viaSecret, viaMeshfed = append(viaSecret, took[0]), append(viaMeshfed, took[1])
+		}
+	}
+	t.Logf("west pod write -> east's ztunnel over %d changes: remote secret p50 %v p99 %v; meshfed p50 %v p99 %v",
+		len(viaSecret), percentile(viaSecret, 50), percentile(viaSecret, 99), percentile(viaMeshfed, 50), percentile(viaMeshfed, 99))
+	alike(fed, "after west's pods changed")
+
+	// West unexports echo: east's ztunnel no longer reaches it through
+	// meshfed; west exports it again.
+	export := func(on bool) {
+		t.Helper()
+		svc, err := west.Client.CoreV1().Services("demo").Get(t.Context(), "echo", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if on {
+			svc.Labels["meshfed.io/export"] = "true"
+		} else {
+			delete(svc.Labels, "meshfed.io/export")
+		}
+		if _, err := west.Client.CoreV1().Services("demo").Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	export(false)
+	fed.Wait(t, "west's echo gone after it unexported it", time.Minute, withoutWestEcho, describeZtunnel)
+	export(true)
+	alike(fed, "after west exported echo again")
+
+	// The hub goes down. An istiod started meanwhile gets the last state
+	// from east's spoke; the restarted hub carries on, and west's changes
+	// reach the ztunnel again, which never lost west on the way.
+	h.stop()
+	fed2 := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastMesh, istiodAmbient("net-east")).XDSAddr, node)
+	alike(fed2, "from an istiod started while the hub is down")
+	h = runHub(t, cfg)
+	westPods = append(westPods, "10.2.2.1")
+	setPods(t, west, westPods...)
+	ref.Wait(t, "three west pods", time.Minute, func(st istiodtest.State) bool { return capacity(st) == 3 }, describeZtunnel)
+	alike(fed2, "after the hub restarted")
+	for _, name := range fed2.Removed() {
+		if strings.Contains(name, "net-west") || name == "demo/echo.demo.svc.cluster.local" {
+			t.Errorf("%s was withdrawn from the ztunnel while the hub restarted", name)
+		}
+	}
+
+	// West's spoke goes: once its lease runs out, west is withdrawn.
+	stops["west"]()
+	fed2.Wait(t, "west withdrawn after its spoke went", time.Minute, withoutWest, describeZtunnel)
+}
+
+// capacity is west's split-horizon workload's capacity for demo/echo, 0
+// when there is none.
+func capacity(st istiodtest.State) uint32 {
+	for name, a := range st.Addresses {
+		if strings.HasPrefix(name, "net-west/SplitHorizonWorkload/") && strings.HasSuffix(name, "/demo/echo.demo.svc.cluster.local") {
+			return a.GetWorkload().GetCapacity().GetValue()
+		}
+	}
+	return 0
+}
+
+// withoutWestEcho reports that a ztunnel holds nothing of west's echo: no
+// split-horizon workload, and echo with east's address alone (west's
+// gateway stays: west is still a member).
+func withoutWestEcho(st istiodtest.State) bool {
+	return capacity(st) == 0 && len(st.Addresses["demo/echo.demo.svc.cluster.local"].GetService().GetAddresses()) == 1
+}
+
+// withoutWest reports that a ztunnel holds nothing of west: no workload
+// of its network either.
+func withoutWest(st istiodtest.State) bool {
+	for name := range st.Addresses {
+		if strings.Contains(name, "net-west") {
+			return false
+		}
+	}
+	return withoutWestEcho(st)
+}
+
+// percentile returns the p-th percentile of d (nearest rank).
+func percentile(d []time.Duration, p int) time.Duration {
+	s := slices.Sorted(slices.Values(d))
+	i := max((p*len(s)+99)/100-1, 0)
+	return s[i].Round(100 * time.Microsecond)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,7 @@ type Ztunnel struct {
 	mu        sync.Mutex
 	addresses map[string]*workloadapi.Address
 	policies  map[string]*security.Authorization
+	removed   []string // every address removed, in order
 	err       error
 	changed   chan struct{} // closed and replaced on every response
 }
@@ -135,6 +137,7 @@ func (z *Ztunnel) store(resp *discoveryv3.DeltaDiscoveryResponse) error {
 	for _, name := range resp.GetRemovedResources() {
 		if resp.GetTypeUrl() == AddressType {
 			delete(z.addresses, name)
+			z.removed = append(z.removed, name)
 		} else {
 			delete(z.policies, name)
 		}
@@ -157,28 +160,46 @@ func (z *Ztunnel) State() State {
 	return State{Addresses: maps.Clone(z.addresses), Policies: maps.Clone(z.policies)}
 }
 
-// Wait waits until cond holds on what the ztunnel holds, and fails the
-// test with the last state's description (describe) when it does not
-// within timeout or the stream ends.
-func (z *Ztunnel) Wait(t testing.TB, what string, timeout time.Duration, cond func(State) bool, describe func(State) string) State {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
+// Removed returns every address name istiod removed, in order.
+func (z *Ztunnel) Removed() []string {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return slices.Clone(z.removed)
+}
+
+// Await waits until cond holds on what the ztunnel holds, and returns
+// that state; or the last one and an error when ctx ends or the stream
+// does. It may be called from any goroutine.
+func (z *Ztunnel) Await(ctx context.Context, cond func(State) bool) (State, error) {
 	for {
 		z.mu.Lock()
 		changed, err := z.changed, z.err
 		z.mu.Unlock()
 		st := z.State()
 		if cond(st) {
-			return st
+			return st, nil
 		}
 		if err != nil {
-			t.Fatalf("istiodtest: ztunnel, waiting for %s: %v; holds %s", what, err, describe(st))
+			return st, err
 		}
 		select {
 		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("istiodtest: ztunnel: %s not within %v; holds %s", what, timeout, describe(st))
+		case <-ctx.Done():
+			return st, ctx.Err()
 		}
 	}
+}
+
+// Wait waits until cond holds on what the ztunnel holds, and fails the
+// test with the last state's description (describe) when it does not
+// within timeout or the stream ends.
+func (z *Ztunnel) Wait(t testing.TB, what string, timeout time.Duration, cond func(State) bool, describe func(State) string) State {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	st, err := z.Await(ctx, cond)
+	if err != nil {
+		t.Fatalf("istiodtest: ztunnel, waiting for %s: %v; holds %s", what, err, describe(st))
+	}
+	return st
 }

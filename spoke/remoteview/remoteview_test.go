@@ -241,7 +241,12 @@ func TestServer(t *testing.T) {
 	_, changed = s.Members()
 	link.Received(&federationpb.Imports{Version: 2, Clusters: []*federationpb.Cluster{east}})
 	<-changed
-	if code, _ := get("/clusters/west/api/v1/pods", "s3cret"); code != http.StatusNotFound {
-		t.Errorf("west's view after it went: %d", code)
+	// West's view stays, empty: istiod's informers see its objects go.
+	if members, _ := s.Members(); len(members) != 0 {
+		t.Errorf("members %v after west went", members)
+	}
+	pods, err := c.CoreV1().Pods("demo").List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 0 {
+		t.Errorf("west's pods after it went: %v, %v", pods, err)
 	}
 }

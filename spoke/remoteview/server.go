@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/spoke/imports"
 	"github.com/meshfed/meshfed/spoke/kubeview"
 )
@@ -48,9 +49,12 @@ type Server struct {
 	log   *slog.Logger
 	lis   net.Listener
 
-	mu    sync.Mutex
-	views map[federation.ClusterID]*kubeview.View // nil before the first set
-	// changed is closed, and replaced, when the members with a view change.
+	mu sync.Mutex
+	// views are every member's that was ever listed (nil before the
+	// first set); members are those listed now, sorted.
+	views   map[federation.ClusterID]*kubeview.View
+	members []federation.ClusterID
+	// changed is closed, and replaced, when the members change.
 	changed chan struct{}
 }
 
@@ -66,20 +70,12 @@ func NewServer(cfg Config, store *imports.Store, log *slog.Logger) (*Server, err
 // Addr is the bound address.
 func (s *Server) Addr() net.Addr { return s.lis.Addr() }
 
-// Members returns the members the server has a view of (nil before the
-// first set), and a channel closed when they next change.
+// Members returns the members the server has a view of now (nil before
+// the first set), and a channel closed when they next change.
 func (s *Server) Members() ([]federation.ClusterID, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.views == nil {
-		return nil, s.changed
-	}
-	out := make([]federation.ClusterID, 0, len(s.views))
-	for id := range s.views {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out, s.changed
+	return s.members, s.changed
 }
 
 // Run serves until ctx ends, following the store's sets.
@@ -117,36 +113,43 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // update makes the views those of set: a member's view keeps its
-// resourceVersions (its watches go on), a new member gets one, a member no
-// longer listed loses its own.
+// resourceVersions (its watches go on), a new member gets one, and a
+// member no longer listed keeps an empty one: istiod's informers then see
+// its objects deleted, where a view that vanished would leave them in
+// their caches until the remote secret goes.
 func (s *Server) update(set *imports.Set) {
 	built := Build(set, s.cfg.Cluster)
 	if len(set.Clusters) == 0 {
 		s.log.Warn("the hub sent no members' clusters: it predates remote views, which stay empty", "hub", set.Hub)
 	}
 	s.mu.Lock()
-	old := s.views
-	views := make(map[federation.ClusterID]*kubeview.View, len(built))
+	first := s.views == nil
+	if first {
+		s.views = map[federation.ClusterID]*kubeview.View{}
+	}
 	for id := range built {
-		if v := old[id]; v != nil {
-			views[id] = v
-		} else {
-			views[id] = kubeview.New()
+		if s.views[id] == nil {
+			s.views[id] = kubeview.New()
 		}
 	}
-	membersChanged := old == nil || len(old) != len(views)
-	for id := range old {
-		if views[id] == nil {
-			membersChanged = true
+	var gone []federation.ClusterID
+	for id := range s.views {
+		if built[id] == nil {
+			gone = append(gone, id)
 		}
 	}
-	s.views = views
-	if membersChanged {
-		s.log.Info("remote views", "members", slices.Sorted(maps.Keys(views)), "hub", set.Hub)
+	members := slices.Sorted(maps.Keys(built))
+	if first || !slices.Equal(members, s.members) {
+		s.log.Info("remote views", "members", members, "hub", set.Hub)
+		s.members = members
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}
+	views := maps.Clone(s.views)
 	s.mu.Unlock()
+	for _, id := range gone {
+		built[id] = &View{Cluster: &federationpb.Cluster{Id: string(id)}}
+	}
 	for id, b := range built {
 		s.log.Debug("remote view updated", "member", id, "services", len(b.Services), "pods", len(b.Pods), "gateways", len(b.Gateways))
 		if err := b.Apply(views[id]); err != nil {
