@@ -480,7 +480,7 @@ current-context: west
 	h.stop()
 	fed2 := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastMesh, istiodAmbient("net-east")).XDSAddr, node)
 	alike(fed2, "from an istiod started while the hub is down")
-	h = runHub(t, cfg)
+	runHub(t, cfg)
 	westPods = append(westPods, "10.2.2.1")
 	setPods(t, west, westPods...)
 	ref.Wait(t, "three west pods", time.Minute, func(st istiodtest.State) bool { return capacity(st) == 3 }, describeZtunnel)
