@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -378,10 +377,6 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca, err := os.ReadFile(filepath.Join(certs, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	stops := map[string]func(){}
 	for _, c := range []struct {
 		id, network string
@@ -394,16 +389,11 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 		if c.views != "" {
 			sc.RemoteViewsAddr, sc.RemoteViewsTokenFile = c.views, tokenFile
 			sc.RemoteViewsCertFile, sc.RemoteViewsKeyFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key")
+			// The spoke writes istiod's remote secret for west.
+			sc.RemoteViewsURL, sc.RemoteViewsCAFile = "https://"+c.views, filepath.Join(certs, "ca.crt")
 		}
 		stops[c.id] = runSpokeWith(t, sc)
 	}
-	remoteSecret(t, eastMesh, "west", []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: west, cluster: {server: "https://%s/clusters/west", certificate-authority-data: %s}}]
-contexts: [{name: west, context: {cluster: west, user: west}}]
-users: [{name: west, user: {token: s3cret}}]
-current-context: west
-`, viewsAddr, base64.StdEncoding.EncodeToString(ca))))
 
 	node := istiodtest.ZtunnelNode{IP: "10.1.0.10", Pod: "ztunnel-1", ClusterID: "east", Network: "net-east", NodeName: "node-1"}
 	ref := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastRef, istiodAmbient("net-east")).XDSAddr, node)
@@ -491,9 +481,14 @@ current-context: west
 		}
 	}
 
-	// West's spoke goes: once its lease runs out, west is withdrawn.
+	// West's spoke goes: once its lease runs out, west is withdrawn, and
+	// its remote secret deleted.
 	stops["west"]()
 	fed2.Wait(t, "west withdrawn after its spoke went", time.Minute, withoutWest, describeZtunnel)
+	testwait.ForState(t, "west's remote secret deleted", func() (bool, string) {
+		_, err := eastMesh.Client.CoreV1().Secrets(istiodtest.SystemNamespace).Get(t.Context(), "meshfed-remote-west", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 }
 
 // capacity is west's split-horizon workload's capacity for demo/echo, 0

@@ -64,6 +64,10 @@ type Config struct {
 	// HTTPS, which a token needs: Kubernetes clients send none over HTTP.
 	RemoteViewsAddr                                               string
 	RemoteViewsTokenFile, RemoteViewsCertFile, RemoteViewsKeyFile string
+	// RemoteViewsURL, when set, has the spoke write istiod a remote
+	// secret per member (in RemoteViewsSecretNamespace) whose kubeconfig
+	// reaches its view at this URL, trusting RemoteViewsCAFile.
+	RemoteViewsURL, RemoteViewsCAFile, RemoteViewsSecretNamespace string
 	// InCluster says the spoke runs in a pod. DefaultConfig sets it when
 	// KUBERNETES_SERVICE_HOST is set, as the kubelet does in every pod.
 	InCluster bool
@@ -122,20 +126,21 @@ const DefaultGCPercent = 50
 // know whether the spoke runs in a pod.
 func DefaultConfig() Config {
 	return Config{
-		InCluster:          os.Getenv("KUBERNETES_SERVICE_HOST") != "",
-		TrustDomain:        "cluster.local",
-		Hub:                "localhost:9443",
-		HubResolveInterval: 5 * time.Second,
-		Export:             string(normalize.ExportExported),
-		DomainSuffix:       "cluster.local",
-		MCPInitialWait:     30 * time.Second,
-		SystemNamespace:    "istio-system",
-		MaxMessageBytes:    4 << 20,
-		KeepaliveTime:      30 * time.Second,
-		AckTimeout:         uplink.DefaultAckTimeout,
-		MemoryLimitRatio:   memlimit.DefaultRatio,
-		GCPercent:          DefaultGCPercent,
-		LeaderElection:     leader.DefaultConfig(),
+		InCluster:                  os.Getenv("KUBERNETES_SERVICE_HOST") != "",
+		TrustDomain:                "cluster.local",
+		Hub:                        "localhost:9443",
+		HubResolveInterval:         5 * time.Second,
+		Export:                     string(normalize.ExportExported),
+		DomainSuffix:               "cluster.local",
+		MCPInitialWait:             30 * time.Second,
+		RemoteViewsSecretNamespace: "istio-system",
+		SystemNamespace:            "istio-system",
+		MaxMessageBytes:            4 << 20,
+		KeepaliveTime:              30 * time.Second,
+		AckTimeout:                 uplink.DefaultAckTimeout,
+		MemoryLimitRatio:           memlimit.DefaultRatio,
+		GCPercent:                  DefaultGCPercent,
+		LeaderElection:             leader.DefaultConfig(),
 	}
 }
 
@@ -155,6 +160,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MCPAddr, "mcp-addr", c.MCPAddr, `serve the cluster's istiod the clusterset's services as ServiceEntries over MCP-over-xDS at this address (its meshConfig.configSources: xds://ADDR); "" disables it`)
 	fs.StringVar(&c.RemoteViewsAddr, "remote-views-addr", c.RemoteViewsAddr, `serve the cluster's istiod each other member as a remote cluster (a read-only Kubernetes API of what it exports, at /clusters/<id>/) at this address, for Istio's ambient multicluster without remote secrets; "" disables it`)
 	fs.StringVar(&c.RemoteViewsTokenFile, "remote-views-token-file", c.RemoteViewsTokenFile, "file holding the bearer token a client of --remote-views-addr must present (empty: any client, for a loopback address only)")
+	fs.StringVar(&c.RemoteViewsURL, "remote-views-url", c.RemoteViewsURL, "write istiod a remote secret per member whose kubeconfig reaches its view at this URL (https://HOST:PORT, the address of --remote-views-addr as istiod dials it); empty: write none")
+	fs.StringVar(&c.RemoteViewsCAFile, "remote-views-ca-file", c.RemoteViewsCAFile, "the CA (PEM) that signs --remote-views-tls-cert, for the remote secrets' kubeconfigs")
+	fs.StringVar(&c.RemoteViewsSecretNamespace, "remote-views-secret-namespace", c.RemoteViewsSecretNamespace, "istiod's namespace, where the remote secrets go")
 	fs.StringVar(&c.RemoteViewsCertFile, "remote-views-tls-cert", c.RemoteViewsCertFile, "serve --remote-views-addr over HTTPS with this certificate (PEM); a token needs it")
 	fs.StringVar(&c.RemoteViewsKeyFile, "remote-views-tls-key", c.RemoteViewsKeyFile, "the key of --remote-views-tls-cert (PEM)")
 	fs.DurationVar(&c.MCPInitialWait, "mcp-initial-wait", c.MCPInitialWait, "how long istiod's ServiceEntries wait for a hub's first set of services before they are answered empty, so that a starting istiod is not held up by an unreachable hub")
@@ -207,6 +215,12 @@ func (c Config) Validate() error {
 	}
 	if c.KubeQPS < 0 || c.KubeBurst < 0 {
 		errs = append(errs, errors.New("--kube-qps and --kube-burst cannot be negative"))
+	}
+	if c.RemoteViewsURL != "" && (c.RemoteViewsAddr == "" || c.RemoteViewsTokenFile == "" || c.RemoteViewsCAFile == "" || c.RemoteViewsSecretNamespace == "" || !strings.HasPrefix(c.RemoteViewsURL, "https://")) {
+		errs = append(errs, fmt.Errorf("--remote-views-url %q: the remote secrets need an https:// URL, --remote-views-addr, --remote-views-token-file, --remote-views-ca-file and --remote-views-secret-namespace", c.RemoteViewsURL))
+	}
+	if c.RemoteViewsURL != "" && c.Manifests != "" {
+		errs = append(errs, errors.New("--remote-views-url writes Secrets into the cluster: it needs a Kubernetes source, not --manifests"))
 	}
 	if (c.RemoteViewsCertFile == "") != (c.RemoteViewsKeyFile == "") {
 		errs = append(errs, errors.New("--remote-views-tls-cert and --remote-views-tls-key go together"))

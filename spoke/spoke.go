@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
@@ -68,8 +69,10 @@ type Spoke struct {
 	// mcp serves the cluster's istiod (nil without --mcp-addr).
 	mcp *mcp.Server
 	// views serves the cluster's istiod each other member as a remote
-	// cluster (nil without --remote-views-addr).
-	views *remoteview.Server
+	// cluster (nil without --remote-views-addr); secrets writes istiod
+	// the remote secrets of those views (nil without --remote-views-url).
+	views   *remoteview.Server
+	secrets *remoteview.Secrets
 	// election is nil without --leader-elect; synced: the source has
 	// delivered its caches' content.
 	election *election
@@ -186,6 +189,11 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 		s.views, err = remoteview.NewServer(vcfg, store, log.With("component", "remote-views"))
 		if err != nil {
 			return nil, err
+		}
+		if cfg.RemoteViewsURL != "" {
+			if s.secrets, err = newRemoteSecrets(cfg, token, s.views, log, el.holdWrites()...); err != nil {
+				return nil, err
+			}
 		}
 	}
 	members := &syncproto.Members{}
@@ -319,6 +327,9 @@ func (s *Spoke) Run(ctx context.Context) error {
 		// only the leader hears from the hubs.
 		g.Go(func() error { return s.views.Run(ctx) })
 	}
+	if s.secrets != nil {
+		g.Go(func() error { return s.secrets.Run(ctx) })
+	}
 	// Only the leader streams to the hub.
 	g.Go(func() error { return s.election.run(ctx, s.hubs.Run) })
 	if s.cfg.DebugAddr != "" {
@@ -378,4 +389,27 @@ func restConfig(cfg Config) (*rest.Config, error) {
 	}
 	rc.QPS, rc.Burst = float32(cfg.KubeQPS), cfg.KubeBurst // 0: the source's defaults
 	return rc, nil
+}
+
+// newRemoteSecrets returns the writer of istiod's remote secrets, over
+// the cluster's API (its writes held while the spoke stands by, as the
+// write-back's are).
+func newRemoteSecrets(cfg Config, token string, views *remoteview.Server, log *slog.Logger, wrap ...transport.WrapperFunc) (*remoteview.Secrets, error) {
+	ca, err := os.ReadFile(cfg.RemoteViewsCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--remote-views-ca-file: %w", err)
+	}
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range wrap {
+		rc.Wrap(w)
+	}
+	core, err := corev1client.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("remote secrets: %w", err)
+	}
+	return remoteview.NewSecrets(core.Secrets(cfg.RemoteViewsSecretNamespace),
+		remoteview.SecretsConfig{URL: cfg.RemoteViewsURL, CA: ca, Token: token}, views.Members, log.With("component", "remote-secrets")), nil
 }

@@ -138,7 +138,7 @@ func (s *Server) update(set *imports.Set) {
 			gone = append(gone, id)
 		}
 	}
-	members := slices.Sorted(maps.Keys(built))
+	members := append([]federation.ClusterID{}, slices.Sorted(maps.Keys(built))...) // not nil: a set came
 	if first || !slices.Equal(members, s.members) {
 		s.log.Info("remote views", "members", members, "hub", set.Hub)
 		s.members = members

@@ -1,0 +1,172 @@
+package remoteview
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshfed/meshfed/federation"
+)
+
+// Labels and annotations of the remote secrets.
+const (
+	// LabelMultiCluster is what istiod selects remote secrets by.
+	LabelMultiCluster = "istio/multiCluster"
+	// LabelRemoteView marks a Secret as meshfed's, naming the member whose
+	// view it opens: meshfed deletes such Secrets, and no other.
+	LabelRemoteView = "meshfed.io/remote-view-of"
+	// AnnotationCluster names the remote cluster, as istioctl's remote
+	// secrets do.
+	AnnotationCluster = "networking.istio.io/cluster"
+	// SecretPrefix starts every remote secret's name.
+	SecretPrefix = "meshfed-remote-"
+)
+
+// SecretsAPI writes Secrets in istiod's namespace.
+type SecretsAPI interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error)
+	Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error)
+	Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// SecretsConfig is what the remote secrets say.
+type SecretsConfig struct {
+	// URL is where istiod reaches the views (https://host:port, without
+	// the /clusters/<id> a secret adds).
+	URL string
+	// CA is the PEM bundle that signs the views' certificate.
+	CA []byte
+	// Token is the bearer token the views require.
+	Token string
+	// RetryAfter is how long a failed sync waits before the next (0:
+	// five seconds).
+	RetryAfter time.Duration
+}
+
+// Secrets keeps one remote secret per member in istiod's namespace, so
+// that istiod reads each member's view as a remote cluster: created when
+// a member's view is, updated when what it says changes, deleted when the
+// member goes (withdrawn). Nothing is written before the first set of
+// imports: a spoke that has not heard from a hub does not know the
+// members.
+type Secrets struct {
+	api     SecretsAPI
+	cfg     SecretsConfig
+	members func() ([]federation.ClusterID, <-chan struct{})
+	log     *slog.Logger
+}
+
+// NewSecrets returns the writer of the remote secrets of members (a
+// Server's Members).
+func NewSecrets(api SecretsAPI, cfg SecretsConfig, members func() ([]federation.ClusterID, <-chan struct{}), log *slog.Logger) *Secrets {
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = 5 * time.Second
+	}
+	return &Secrets{api: api, cfg: cfg, members: members, log: log}
+}
+
+// Run keeps the secrets until ctx ends.
+func (s *Secrets) Run(ctx context.Context) error {
+	retry := time.NewTimer(0)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		members, changed := s.members()
+		if members != nil {
+			if err := s.sync(ctx, members); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				s.log.Warn("remote secrets not written; retrying", "err", err, "after", s.cfg.RetryAfter)
+				retry.Reset(s.cfg.RetryAfter)
+			}
+		}
+		select {
+		case <-changed:
+		case <-retry.C:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// sync makes the secrets those of members.
+func (s *Secrets) sync(ctx context.Context, members []federation.ClusterID) error {
+	list, err := s.api.List(ctx, metav1.ListOptions{LabelSelector: LabelRemoteView})
+	if err != nil {
+		return fmt.Errorf("list the remote secrets: %w", err)
+	}
+	have := map[string]*corev1.Secret{}
+	for i := range list.Items {
+		have[list.Items[i].Name] = &list.Items[i]
+	}
+	want := map[string]*corev1.Secret{}
+	for _, id := range members {
+		sec := s.secret(id)
+		want[sec.Name] = sec
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		sec, old := want[name], have[name]
+		switch {
+		case old == nil:
+			if _, err := s.api.Create(ctx, sec, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create %s: %w", name, err)
+			}
+			s.log.Info("remote secret written", "member", sec.Labels[LabelRemoteView], "secret", name)
+		case !maps.EqualFunc(old.Data, sec.Data, func(a, b []byte) bool { return string(a) == string(b) }) ||
+			!maps.Equal(old.Labels, sec.Labels) || !maps.Equal(old.Annotations, sec.Annotations):
+			sec.ResourceVersion = old.ResourceVersion
+			if _, err := s.api.Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update %s: %w", name, err)
+			}
+			s.log.Info("remote secret updated", "member", sec.Labels[LabelRemoteView], "secret", name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(have)) {
+		if want[name] != nil {
+			continue
+		}
+		if err := s.api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s: %w", name, err)
+		}
+		s.log.Info("remote secret deleted: the member left", "member", have[name].Labels[LabelRemoteView], "secret", name)
+	}
+	return nil
+}
+
+// secret is member id's remote secret: a kubeconfig of its view.
+func (s *Secrets) secret(id federation.ClusterID) *corev1.Secret {
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: %[1]s
+  cluster:
+    server: %[2]s
+    certificate-authority-data: %[3]s
+contexts:
+- name: %[1]s
+  context: {cluster: %[1]s, user: meshfed}
+current-context: %[1]s
+users:
+- name: meshfed
+  user: {token: %[4]s}
+`, id, strings.TrimSuffix(s.cfg.URL, "/")+PathPrefix+string(id), base64.StdEncoding.EncodeToString(s.cfg.CA), s.cfg.Token)
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        SecretPrefix + string(id),
+			Labels:      map[string]string{LabelMultiCluster: "true", LabelRemoteView: string(id)},
+			Annotations: map[string]string{AnnotationCluster: string(id)},
+		},
+		Data: map[string][]byte{string(id): []byte(kubeconfig)},
+	}
+}

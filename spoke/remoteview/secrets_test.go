@@ -1,0 +1,112 @@
+package remoteview
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/meshfed/meshfed/federation"
+	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/internal/testwait"
+)
+
+// members is a Server's Members that a test sets.
+type members struct {
+	mu      sync.Mutex
+	ids     []federation.ClusterID
+	changed chan struct{}
+}
+
+func (m *members) get() ([]federation.ClusterID, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ids, m.changed
+}
+
+func (m *members) set(ids ...federation.ClusterID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ids = append([]federation.ClusterID{}, ids...)
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// TestSecrets: on a real API server, a remote secret per member, which
+// istiod reads as a kubeconfig of the member's view; a member that goes
+// loses its secret; Secrets that are not
+// meshfed's are left alone.
+func TestSecrets(t *testing.T) {
+	c := kubetest.Start(t, 1)[0]
+	ctx := t.Context()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	api := c.Client.CoreV1().Secrets("istio-system")
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "istio-remote-secret-north", Labels: map[string]string{LabelMultiCluster: "true"}}}
+	if _, err := api.Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m := &members{changed: make(chan struct{})}
+	s := NewSecrets(api, SecretsConfig{URL: "https://spoke.meshfed.svc:15012", CA: []byte("-----BEGIN CERTIFICATE-----\n"), Token: "s3cret"}, m.get, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	names := func() ([]string, *corev1.SecretList) {
+		list, err := api.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, sec := range list.Items {
+			out = append(out, sec.Name)
+		}
+		slices.Sort(out)
+		return out, list
+	}
+	until := func(what string, want ...string) *corev1.SecretList {
+		t.Helper()
+		var list *corev1.SecretList
+		testwait.ForState(t, what, func() (bool, string) {
+			var got []string
+			got, list = names()
+			return slices.Equal(got, want), "secrets " + strings.Join(got, ", ")
+		})
+		return list
+	}
+
+	m.set("west")
+	list := until("west's secret", "istio-remote-secret-north", "meshfed-remote-west")
+	for _, sec := range list.Items {
+		if sec.Name != "meshfed-remote-west" {
+			continue
+		}
+		if sec.Labels[LabelMultiCluster] != "true" || sec.Annotations[AnnotationCluster] != "west" {
+			t.Errorf("labels %v annotations %v", sec.Labels, sec.Annotations)
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(sec.Data["west"])
+		if err != nil {
+			t.Fatalf("west's kubeconfig: %v", err)
+		}
+		if cfg.Host != "https://spoke.meshfed.svc:15012/clusters/west" || cfg.BearerToken != "s3cret" || string(cfg.CAData) != "-----BEGIN CERTIFICATE-----\n" {
+			t.Errorf("west's kubeconfig: host %q token %q CA %q", cfg.Host, cfg.BearerToken, cfg.CAData)
+		}
+	}
+	m.set("north", "west")
+	until("north's and west's secrets", "istio-remote-secret-north", "meshfed-remote-north", "meshfed-remote-west")
+	m.set()
+	until("meshfed's secrets gone", "istio-remote-secret-north")
+}
