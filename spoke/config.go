@@ -67,7 +67,8 @@ type Config struct {
 	// RemoteViewsURL, when set, has the spoke write istiod a remote
 	// secret per member (in RemoteViewsSecretNamespace) whose kubeconfig
 	// reaches its view at this URL, trusting RemoteViewsCAFile.
-	RemoteViewsURL, RemoteViewsCAFile, RemoteViewsSecretNamespace string
+	// RemoteViewsSecretPrefix starts their names.
+	RemoteViewsURL, RemoteViewsCAFile, RemoteViewsSecretNamespace, RemoteViewsSecretPrefix string
 	// InCluster says the spoke runs in a pod. DefaultConfig sets it when
 	// KUBERNETES_SERVICE_HOST is set, as the kubelet does in every pod.
 	InCluster bool
@@ -134,6 +135,7 @@ func DefaultConfig() Config {
 		DomainSuffix:               "cluster.local",
 		MCPInitialWait:             30 * time.Second,
 		RemoteViewsSecretNamespace: "istio-system",
+		RemoteViewsSecretPrefix:    "meshfed-remote-",
 		SystemNamespace:            "istio-system",
 		MaxMessageBytes:            4 << 20,
 		KeepaliveTime:              30 * time.Second,
@@ -163,6 +165,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RemoteViewsURL, "remote-views-url", c.RemoteViewsURL, "write istiod a remote secret per member whose kubeconfig reaches its view at this URL (https://HOST:PORT, the address of --remote-views-addr as istiod dials it); empty: write none")
 	fs.StringVar(&c.RemoteViewsCAFile, "remote-views-ca-file", c.RemoteViewsCAFile, "the CA (PEM) that signs --remote-views-tls-cert, for the remote secrets' kubeconfigs")
 	fs.StringVar(&c.RemoteViewsSecretNamespace, "remote-views-secret-namespace", c.RemoteViewsSecretNamespace, "istiod's namespace, where the remote secrets go")
+	fs.StringVar(&c.RemoteViewsSecretPrefix, "remote-views-secret-prefix", c.RemoteViewsSecretPrefix, `start of the remote secrets' names, which end with the member's ID; "istio-remote-secret-" (istioctl's) takes Istio's remote secrets over in place, which istiod swaps make-before-break`)
 	fs.StringVar(&c.RemoteViewsCertFile, "remote-views-tls-cert", c.RemoteViewsCertFile, "serve --remote-views-addr over HTTPS with this certificate (PEM); a token needs it")
 	fs.StringVar(&c.RemoteViewsKeyFile, "remote-views-tls-key", c.RemoteViewsKeyFile, "the key of --remote-views-tls-cert (PEM)")
 	fs.DurationVar(&c.MCPInitialWait, "mcp-initial-wait", c.MCPInitialWait, "how long istiod's ServiceEntries wait for a hub's first set of services before they are answered empty, so that a starting istiod is not held up by an unreachable hub")

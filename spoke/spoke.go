@@ -411,5 +411,5 @@ func newRemoteSecrets(cfg Config, token string, views *remoteview.Server, log *s
 		return nil, fmt.Errorf("remote secrets: %w", err)
 	}
 	return remoteview.NewSecrets(core.Secrets(cfg.RemoteViewsSecretNamespace),
-		remoteview.SecretsConfig{URL: cfg.RemoteViewsURL, CA: ca, Token: token}, views.Members, log.With("component", "remote-secrets")), nil
+		remoteview.SecretsConfig{URL: cfg.RemoteViewsURL, CA: ca, Token: token, Prefix: cfg.RemoteViewsSecretPrefix}, views.Members, log.With("component", "remote-secrets")), nil
 }

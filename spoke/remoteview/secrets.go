@@ -27,13 +27,14 @@ const (
 	// AnnotationCluster names the remote cluster, as istioctl's remote
 	// secrets do.
 	AnnotationCluster = "networking.istio.io/cluster"
-	// SecretPrefix starts every remote secret's name.
-	SecretPrefix = "meshfed-remote-"
+	// DefaultSecretPrefix starts every remote secret's name by default.
+	DefaultSecretPrefix = "meshfed-remote-"
 )
 
 // SecretsAPI writes Secrets in istiod's namespace.
 type SecretsAPI interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
 	Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error)
 	Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
@@ -48,6 +49,12 @@ type SecretsConfig struct {
 	CA []byte
 	// Token is the bearer token the views require.
 	Token string
+	// Prefix starts each secret's name, the member's ID ends it ("":
+	// DefaultSecretPrefix). A Secret of that name that is not meshfed's is
+	// taken over: with "istio-remote-secret-", istioctl's own names, the
+	// spoke rewrites Istio's remote secrets in place and istiod swaps
+	// each remote cluster for its view make-before-break.
+	Prefix string
 	// RetryAfter is how long a failed sync waits before the next (0:
 	// five seconds).
 	RetryAfter time.Duration
@@ -71,6 +78,9 @@ type Secrets struct {
 func NewSecrets(api SecretsAPI, cfg SecretsConfig, members func() ([]federation.ClusterID, <-chan struct{}), log *slog.Logger) *Secrets {
 	if cfg.RetryAfter == 0 {
 		cfg.RetryAfter = 5 * time.Second
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultSecretPrefix
 	}
 	return &Secrets{api: api, cfg: cfg, members: members, log: log}
 }
@@ -119,7 +129,20 @@ func (s *Secrets) sync(ctx context.Context, members []federation.ClusterID) erro
 		sec, old := want[name], have[name]
 		switch {
 		case old == nil:
-			if _, err := s.api.Create(ctx, sec, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			_, err := s.api.Create(ctx, sec, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				// Not meshfed's yet (not listed by the label): take it over.
+				var cur *corev1.Secret
+				if cur, err = s.api.Get(ctx, name, metav1.GetOptions{}); err == nil {
+					sec.ResourceVersion = cur.ResourceVersion
+					_, err = s.api.Update(ctx, sec, metav1.UpdateOptions{})
+				}
+				if err == nil {
+					s.log.Info("remote secret taken over", "member", sec.Labels[LabelRemoteView], "secret", name)
+					continue
+				}
+			}
+			if err != nil {
 				return fmt.Errorf("create %s: %w", name, err)
 			}
 			s.log.Info("remote secret written", "member", sec.Labels[LabelRemoteView], "secret", name)
@@ -163,7 +186,7 @@ users:
 `, id, strings.TrimSuffix(s.cfg.URL, "/")+PathPrefix+string(id), base64.StdEncoding.EncodeToString(s.cfg.CA), s.cfg.Token)
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        SecretPrefix + string(id),
+			Name:        s.cfg.Prefix + string(id),
 			Labels:      map[string]string{LabelMultiCluster: "true", LabelRemoteView: string(id)},
 			Annotations: map[string]string{AnnotationCluster: string(id)},
 		},

@@ -2,6 +2,7 @@ package remoteview
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -56,15 +57,19 @@ func TestSecrets(t *testing.T) {
 	}
 	m := &members{changed: make(chan struct{})}
 	s := NewSecrets(api, SecretsConfig{URL: "https://spoke.meshfed.svc:15012", CA: []byte("-----BEGIN CERTIFICATE-----\n"), Token: "s3cret"}, m.get, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(runCtx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
+	// run runs a writer until the returned stop.
+	run := func(w *Secrets) (stop func()) {
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(runCtx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
 		}
-	}()
+	}
+	stop := run(s)
 	names := func() ([]string, *corev1.SecretList) {
 		list, err := api.List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -109,4 +114,18 @@ func TestSecrets(t *testing.T) {
 	until("north's and west's secrets", "istio-remote-secret-north", "meshfed-remote-north", "meshfed-remote-west")
 	m.set()
 	until("meshfed's secrets gone", "istio-remote-secret-north")
+	stop()
+
+	// With istioctl's prefix, Istio's own remote secret is taken over in
+	// place (istiod swaps the cluster make-before-break).
+	taker := NewSecrets(api, SecretsConfig{URL: "https://spoke.meshfed.svc:15012", CA: []byte("ca"), Token: "s3cret", Prefix: "istio-remote-secret-"}, m.get, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer run(taker)()
+	m.set("north")
+	testwait.ForState(t, "north's secret taken over", func() (bool, string) {
+		sec, err := api.Get(ctx, "istio-remote-secret-north", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return sec.Labels[LabelRemoteView] == "north" && len(sec.Data["north"]) > 0, fmt.Sprint(sec.Labels)
+	})
 }
