@@ -18,12 +18,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
+	"istio.io/istio/pkg/workloadapi/security"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -525,4 +529,48 @@ func percentile(d []time.Duration, p int) time.Duration {
 	s := slices.Sorted(slices.Values(d))
 	i := max((p*len(s)+99)/100-1, 0)
 	return s[i].Round(100 * time.Microsecond)
+}
+
+// TestAmbientPolicyNamespacesIgnoreTrustDomain: what istiod sends a
+// ztunnel of an AuthorizationPolicy that admits a namespace or a service
+// account names no trust domain, and one that names principals keeps it.
+// ztunnel matches the first against the peer's SPIFFE namespace (or
+// namespace and account) in any trust domain: across clusters, a
+// namespace-wide ALLOW admits that namespace from every member, whatever
+// trust domain the cluster policy gives each. docs/security.md says so.
+func TestAmbientPolicyNamespacesIgnoreTrustDomain(t *testing.T) {
+	istiodtest.RequireBinary(t)
+	c := kubetest.Start(t, 1)[0]
+	c.InstallAuthorizationPolicies(t)
+	ambientSite{network: "net-east", zone: "z-east", vip: "10.0.0.100", pods: []string{"10.1.0.1"}}.install(t, c)
+	policies := dynamic.NewForConfigOrDie(c.Config).Resource(schema.GroupVersionResource{Group: "security.istio.io", Version: "v1", Resource: "authorizationpolicies"}).Namespace("demo")
+	for name, from := range map[string]map[string]any{
+		"from-namespace":       {"namespaces": []any{"prod"}},
+		"from-service-account": {"serviceAccounts": []any{"prod/client"}},
+		"from-principal":       {"principals": []any{"cluster.local/ns/prod/sa/client"}},
+	} {
+		p := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "security.istio.io/v1", "kind": "AuthorizationPolicy",
+			"metadata": map[string]any{"name": name, "namespace": "demo"},
+			"spec":     map[string]any{"action": "ALLOW", "rules": []any{map[string]any{"from": []any{map[string]any{"source": from}}}}},
+		}}
+		if _, err := policies.Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	z := istiodtest.DialZtunnel(t, istiodtest.Start(t, c, istiodAmbient("net-east")).XDSAddr,
+		istiodtest.ZtunnelNode{IP: "10.1.0.10", Pod: "ztunnel-1", ClusterID: "east", Network: "net-east", NodeName: "node-1"})
+	st := z.Wait(t, "the three policies", time.Minute, func(st istiodtest.State) bool { return len(st.Policies) == 3 }, describeZtunnel)
+	match := func(name string) *security.Match {
+		return st.Policies["demo/"+name].GetGroups()[0].GetRules()[0].GetMatches()[0]
+	}
+	if ns := match("from-namespace").GetNamespaces(); len(ns) != 1 || ns[0].GetExact() != "prod" {
+		t.Errorf("a namespace's match %v, want the namespace alone (no trust domain)", ns)
+	}
+	if sa := match("from-service-account").GetServiceAccounts(); len(sa) != 1 || sa[0].GetNamespace() != "prod" || sa[0].GetServiceAccount() != "client" {
+		t.Errorf("a service account's match %v, want namespace and name alone (no trust domain)", sa)
+	}
+	if p := match("from-principal").GetPrincipals(); len(p) != 1 || p[0].GetExact() != "cluster.local/ns/prod/sa/client" {
+		t.Errorf("a principal's match %v, want the principal with its trust domain", p)
+	}
 }

@@ -55,3 +55,16 @@ var gatewayCRDFiles embed.FS
 func GatewayCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return readCRDs(gatewayCRDFiles, "gatewaycrds/*.yaml")
 }
+
+// istioCRDFiles holds Istio's AuthorizationPolicy CRD, cut from
+// istio.io/istio's manifests/charts/base/files/crd-all.gen.yaml
+// (TestIstioCRDsMatchModule keeps it so).
+//
+//go:embed istiocrds/*.yaml
+var istioCRDFiles embed.FS
+
+// AuthorizationPolicyCRD returns Istio's AuthorizationPolicy
+// CustomResourceDefinition (security.istio.io), a new object on every call.
+func AuthorizationPolicyCRD() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return readCRDs(istioCRDFiles, "istiocrds/*.yaml")
+}

@@ -58,6 +58,34 @@ func TestGatewayCRDsMatchModule(t *testing.T) {
 	}
 }
 
+// TestIstioCRDsMatchModule keeps istiocrds/ equal to the
+// AuthorizationPolicy CRD of the istio.io/istio version in go.mod: after
+// bumping it, cut the CRD from manifests/charts/base/files/crd-all.gen.yaml
+// again.
+func TestIstioCRDsMatchModule(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Dir}}", "istio.io/istio").Output()
+	if err != nil {
+		t.Fatalf("go list -m istio.io/istio: %v", err)
+	}
+	all, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "manifests", "charts", "base", "files", "crd-all.gen.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, doc := range strings.Split(string(all), "\n---\n") {
+		if strings.Contains(doc, "name: authorizationpolicies.security.istio.io") {
+			want = strings.TrimPrefix(strings.Trim(doc, "\n"), "---\n") + "\n"
+		}
+	}
+	got, err := istioCRDFiles.ReadFile("istiocrds/security.istio.io_authorizationpolicies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want == "" || string(got) != want {
+		t.Errorf("istiocrds/security.istio.io_authorizationpolicies.yaml differs from istio.io/istio's crd-all.gen.yaml (%d bytes there, %d here)", len(want), len(got))
+	}
+}
+
 func TestCRDs(t *testing.T) {
 	crds, err := CRDs()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -217,12 +218,24 @@ func (c *Cluster) start(assets string) error {
 // CRDs ([GatewayCRDs]) and waits until they are served.
 func (c *Cluster) InstallGatewayAPI(t testing.TB) {
 	t.Helper()
-	crds, err := GatewayCRDs()
+	c.installCRDs(t, "Gateway API", GatewayCRDs)
+}
+
+// InstallAuthorizationPolicies installs Istio's AuthorizationPolicy CRD
+// ([AuthorizationPolicyCRD]) and waits until it is served.
+func (c *Cluster) InstallAuthorizationPolicies(t testing.TB) {
+	t.Helper()
+	c.installCRDs(t, "AuthorizationPolicy", AuthorizationPolicyCRD)
+}
+
+func (c *Cluster) installCRDs(t testing.TB, what string, read func() ([]*apiextensionsv1.CustomResourceDefinition, error)) {
+	t.Helper()
+	crds, err := read()
 	if err == nil {
 		_, err = envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{CRDs: crds})
 	}
 	if err != nil {
-		t.Fatalf("kubetest: %s: Gateway API CRDs: %v", c.Name, err)
+		t.Fatalf("kubetest: %s: %s CRDs: %v", c.Name, what, err)
 	}
 }
 
