@@ -1,18 +1,27 @@
 package charts_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/spoke/remoteview"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m) }
@@ -277,6 +286,152 @@ func TestChartsOnAPIServer(t *testing.T) {
 			}
 		})
 	}
+
+	// The remote secrets the spoke writes for istiod (remoteViews): the
+	// writer the spoke runs, with the spoke's token under the chart's
+	// Role, takes a Secret over, creates one and deletes one; without any
+	// one grant, the API server refuses it the request that needs it.
+	api.createNamespace(t, "istio-system")
+	views := parse(t, renderChart(t, h, "spoke-remote-views", "meshfed-spoke"))
+	api.applyRendered(t, renderChart(t, h, "spoke-remote-views", "meshfed-spoke"))
+	api.checkStored(t, views)
+	if len(views.roles) != 1 {
+		t.Fatalf("got %d Roles, want the remote secrets' one", len(views.roles))
+	}
+	secretsRole := views.roles[0]
+	secretsGrants := rbacGrants(secretsRole.Rules, secretsRole.Namespace)
+	if !t.Run("remote secrets with the chart's Role", func(t *testing.T) {
+		sa.awaitAuthorization(t, secretsGrants, true)
+		w := exerciseRemoteSecrets(t, api, sa, "rbac-all-")
+		w.until(t, "the remote secrets written", func() bool {
+			a, errA := api.Client.CoreV1().Secrets("istio-system").Get(t.Context(), "rbac-all-a", metav1.GetOptions{})
+			_, errB := api.Client.CoreV1().Secrets("istio-system").Get(t.Context(), "rbac-all-b", metav1.GetOptions{})
+			return errA == nil && a.Labels[remoteview.LabelRemoteView] == "a" && errB == nil
+		})
+		w.next()
+		w.until(t, "a's secret deleted", func() bool {
+			_, err := api.Client.CoreV1().Secrets("istio-system").Get(t.Context(), "rbac-all-a", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+		if d := w.denials(); len(d) != 0 {
+			t.Errorf("the API server refused the writer with the chart's Role:\n%s", strings.Join(d, "\n"))
+		}
+	}) {
+		return
+	}
+	for i, g := range secretsGrants {
+		t.Run("remote secrets without "+g.String(), func(t *testing.T) {
+			weakened := secretsRole.DeepCopy()
+			weakened.Rules = g.revokedFrom(secretsRole.Rules)
+			api.applyObject(t, toUnstructured(t, weakened))
+			sa.awaitAuthorization(t, []grant{g}, false)
+			w := exerciseRemoteSecrets(t, api, sa, fmt.Sprintf("rbac-%d-", i))
+			w.until(t, "the API server to refuse the writer "+g.String(), func() bool {
+				if g.verb == "delete" && !w.moved && w.denied(g.verb, g.resource) == "" {
+					// Deleting comes once a member goes: let it go once
+					// the others are written.
+					if _, err := api.Client.CoreV1().Secrets("istio-system").Get(t.Context(), fmt.Sprintf("rbac-%d-b", i), metav1.GetOptions{}); err == nil {
+						w.next()
+					}
+				}
+				return w.denied(g.verb, g.resource) != ""
+			})
+		})
+	}
+}
+
+// secretsRun is a remote secrets writer running with a ServiceAccount's
+// token: its members are "a" and "b", then "b" alone (next); a Secret of
+// a's name, not meshfed's, is there first, for the writer to take over.
+type secretsRun struct {
+	mu      sync.Mutex
+	ids     []federation.ClusterID
+	changed chan struct{}
+	log     *bytes.Buffer
+	logMu   *sync.Mutex
+	moved   bool
+}
+
+func exerciseRemoteSecrets(t *testing.T, api *apiServer, sa *serviceAccount, prefix string) *secretsRun {
+	t.Helper()
+	if _, err := api.Client.CoreV1().Secrets("istio-system").Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: prefix + "a", Labels: map[string]string{remoteview.LabelMultiCluster: "true"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := &secretsRun{ids: []federation.ClusterID{"a", "b"}, changed: make(chan struct{}), log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
+	log := slog.New(slog.NewJSONHandler(lockedWriter{w.logMu, w.log}, nil))
+	s := remoteview.NewSecrets(sa.client.CoreV1().Secrets("istio-system"),
+		remoteview.SecretsConfig{URL: "https://meshfed-spoke-views.meshfed.svc:15012", CA: []byte("ca"), Token: "t", Prefix: prefix, RetryAfter: 100 * time.Millisecond},
+		w.members, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return w
+}
+
+func (w *secretsRun) members() ([]federation.ClusterID, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ids, w.changed
+}
+
+// next lets "a" go.
+func (w *secretsRun) next() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ids, w.moved = []federation.ClusterID{"b"}, true
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// denials returns the writer's log lines that report a forbidden request.
+func (w *secretsRun) denials() []string {
+	w.logMu.Lock()
+	defer w.logMu.Unlock()
+	var out []string
+	for line := range bytes.Lines(w.log.Bytes()) {
+		var rec struct{ Err string }
+		if json.Unmarshal(line, &rec) == nil && forbidden.MatchString(rec.Err) {
+			out = append(out, string(bytes.TrimSpace(line)))
+		}
+	}
+	return out
+}
+
+// denied returns a denial of verb on resource, or "".
+func (w *secretsRun) denied(verb, resource string) string {
+	for _, line := range w.denials() {
+		var rec struct{ Err string }
+		_ = json.Unmarshal([]byte(line), &rec)
+		if m := forbidden.FindStringSubmatch(rec.Err); m[1] == verb && m[2] == resource {
+			return line
+		}
+	}
+	return ""
+}
+
+func (w *secretsRun) until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	poll(t, what, cond, nil)
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // electArgs run a spoke under leader election on the spoke chart's Lease,

@@ -62,6 +62,9 @@ func TestCharts(t *testing.T) {
 		{name: "spoke-hub-list", chart: "meshfed-spoke", check: checkSpokeHubList},
 		{name: "spoke-mcp", chart: "meshfed-spoke", check: checkSpokeMCP},
 		{name: "spoke-bad-mcp-replicas", chart: "meshfed-spoke", wantErr: "mcp.enabled needs a single spoke pod"},
+		{name: "spoke-remote-views", chart: "meshfed-spoke", check: checkSpokeRemoteViews},
+		{name: "spoke-bad-remote-views-replicas", chart: "meshfed-spoke", wantErr: "remoteViews.enabled needs a single spoke pod"},
+		{name: "spoke-bad-remote-views-secrets", chart: "meshfed-spoke", wantErr: "remoteViews.tlsSecretName is required"},
 		{
 			name: "spoke-bad-hub-list", chart: "meshfed-spoke",
 			wantErr: `"hub-b.example.com" is not host:port`,

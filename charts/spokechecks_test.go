@@ -242,3 +242,56 @@ func checkSpokeMCP(t *testing.T, r rendered) {
 		t.Errorf("NetworkPolicy %+v, want the MCP port open to istio-system", r.netpols)
 	}
 }
+
+// checkSpokeRemoteViews: the views on their port and Service, over the
+// Secrets' certificate and token (flags a real spoke accepts), the remote
+// secrets written in istiod's namespace for that Service, a Role there for
+// Secrets alone, and the NetworkPolicy open to istiod's namespace.
+func checkSpokeRemoteViews(t *testing.T, r rendered) {
+	t.Helper()
+	_, _, template := r.workload(t)
+	c := template.Spec.Containers[0]
+	checkFlags(t, spokeFlags(t, c.Args), map[string]string{
+		"remote-views-addr":             ":15012",
+		"remote-views-tls-cert":         "/etc/meshfed/views-tls/tls.crt",
+		"remote-views-tls-key":          "/etc/meshfed/views-tls/tls.key",
+		"remote-views-token-file":       "/etc/meshfed/views-token/token",
+		"remote-views-url":              "https://meshfed-spoke-views.meshfed.svc:15012",
+		"remote-views-ca-file":          "/etc/meshfed/views-tls/ca.crt",
+		"remote-views-secret-namespace": "istio-system",
+		"remote-views-secret-prefix":    "meshfed-remote-",
+	})
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "https-views" && p.ContainerPort == 15012 }) {
+		t.Errorf("container ports %v lack https-views 15012", c.Ports)
+	}
+	for vol, secret := range map[string]string{"views-tls": "meshfed-spoke-views-tls", "views-token": "meshfed-spoke-views-token"} {
+		if !slices.ContainsFunc(template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vol && v.Secret != nil && v.Secret.SecretName == secret }) {
+			t.Errorf("no volume %s from the Secret %s: %+v", vol, secret, template.Spec.Volumes)
+		}
+	}
+	var svc *corev1.Service
+	for i := range r.services {
+		if r.services[i].Name == "meshfed-spoke-views" {
+			svc = &r.services[i]
+		}
+	}
+	if svc == nil || svc.Spec.Ports[0].Port != 15012 || svc.Spec.Ports[0].TargetPort.StrVal != "https-views" {
+		t.Fatalf("the views' Service: %+v", svc)
+	}
+	for k, v := range svc.Spec.Selector {
+		if template.Labels[k] != v {
+			t.Errorf("the views' Service selects %s=%s, which the pods do not carry", k, v)
+		}
+	}
+	if len(r.roles) != 1 || r.roles[0].Namespace != "istio-system" || len(r.roles[0].Rules) != 1 ||
+		!slices.Equal(r.roles[0].Rules[0].Resources, []string{"secrets"}) {
+		t.Errorf("roles %+v, want one in istio-system for Secrets alone", r.roles)
+	}
+	if len(r.roleBindings) != 1 || r.roleBindings[0].Namespace != "istio-system" || r.roleBindings[0].Subjects[0].Namespace != "meshfed" {
+		t.Errorf("role bindings %+v", r.roleBindings)
+	}
+	if len(r.netpols) != 1 || len(r.netpols[0].Spec.Ingress) != 1 ||
+		r.netpols[0].Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "istio-system" {
+		t.Errorf("NetworkPolicy %+v, want the views' port open to istio-system", r.netpols)
+	}
+}

@@ -115,5 +115,8 @@ kind DaemonSet, or a Deployment of more than one replica; else "".
 {{- if or (eq .Values.kind "DaemonSet") (gt (int .Values.replicaCount) 1) }}
 {{- if .Values.mcp.enabled }}
 {{- fail "mcp.enabled needs a single spoke pod (kind Deployment, replicaCount 1): only the leader of several hears from the hub, and istiod could reach a standby" }}
+{{- end }}
+{{- if .Values.remoteViews.enabled }}
+{{- fail "remoteViews.enabled needs a single spoke pod (kind Deployment, replicaCount 1): only the leader of several hears from the hub, and istiod could reach a standby" }}
 {{- end }}true{{ end }}
 {{- end }}
