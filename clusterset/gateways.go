@@ -132,6 +132,6 @@ func (g *Gateways) Equal(o *Gateways) bool {
 		return true
 	}
 	return slices.EqualFunc(g.All(), o.All(), func(a, b Gateway) bool {
-		return a.Cluster == b.Cluster && a.Into == b.Into && a.Gateway.EqualVT(b.Gateway)
+		return a.Cluster == b.Cluster && a.Into == b.Into && a.EqualVT(b.Gateway)
 	})
 }

@@ -197,7 +197,7 @@ func setPods(t *testing.T, c *kubetest.Cluster, ips ...string) {
 
 // remoteSecret gives c's istiod a remote cluster named id, read through
 // kubeconfig, as istioctl create-remote-secret does.
-func remoteSecret(t *testing.T, c *kubetest.Cluster, id string, kubeconfig []byte) {
+func remoteSecret(t testing.TB, c *kubetest.Cluster, id string, kubeconfig []byte) {
 	t.Helper()
 	if _, err := c.Client.CoreV1().Secrets(istiodtest.SystemNamespace).Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -279,6 +279,49 @@ func describeZtunnel(st istiodtest.State) string {
 	return fmt.Sprintf("%d: %s", len(names), strings.Join(names, ", "))
 }
 
+// ambientClusters starts west and two copies of east, as ambientSite
+// sets them up (west with westPods behind its gateway), and gives the
+// first east's istiod a remote secret of west's API server: Istio's own
+// ambient multicluster, the reference. The second east is the one under
+// test.
+func ambientClusters(t *testing.T, westPods ...string) (ref, other, west *kubetest.Cluster) {
+	t.Helper()
+	clusters := kubetest.Start(t, 3)
+	ref, other, west = clusters[0], clusters[1], clusters[2]
+	east := ambientSite{network: "net-east", zone: "z-east", vip: "10.0.0.100", pods: []string{"10.1.0.1"}}
+	east.install(t, ref)
+	east.install(t, other)
+	ambientSite{network: "net-west", zone: "z-west", gateway: "192.0.2.50", vip: "10.0.0.200", pods: westPods}.install(t, west)
+	kubeconfig, err := os.ReadFile(west.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remoteSecret(t, ref, "west", kubeconfig)
+	return ref, other, west
+}
+
+// ztunnelOf starts an ambient istiod in c and returns a ztunnel client of
+// it on east's node.
+func ztunnelOf(t *testing.T, c *kubetest.Cluster) *istiodtest.Ztunnel {
+	t.Helper()
+	return istiodtest.DialZtunnel(t, istiodtest.Start(t, c, istiodAmbient("net-east")).XDSAddr,
+		istiodtest.ZtunnelNode{IP: "10.1.0.10", Pod: "ztunnel-1", ClusterID: "east", Network: "net-east", NodeName: "node-1"})
+}
+
+// waitAlike waits until z holds what the reference ztunnel ref does, after
+// withoutAPIServer, and fails with the difference when it does not.
+func waitAlike(t *testing.T, ref, z *istiodtest.Ztunnel, what string) {
+	t.Helper()
+	same := func() (bool, string) {
+		want, got := withoutAPIServer(ref.State()), withoutAPIServer(z.State())
+		return cmp.Equal(want, got, protocmp.Transform()), cmp.Diff(want, got, protocmp.Transform())
+	}
+	if !testwait.Within(time.Minute, same) {
+		_, diff := same()
+		t.Fatalf("%s, the ztunnel holds (-remote secret +under test):\n%s", what, diff)
+	}
+}
+
 // TestAmbientIstiodOverKubeview: a real istiod in ambient multi-network
 // mode reads a remote cluster through a kubeview.View holding that
 // cluster's objects exactly as through the cluster's own API server: a
@@ -288,18 +331,7 @@ func describeZtunnel(st istiodtest.State) string {
 // there), apart from what the spoke puts in it.
 func TestAmbientIstiodOverKubeview(t *testing.T) {
 	istiodtest.RequireBinary(t)
-	clusters := kubetest.Start(t, 3)
-	eastRef, eastView, west := clusters[0], clusters[1], clusters[2]
-	east := ambientSite{network: "net-east", zone: "z-east", vip: "10.0.0.100", pods: []string{"10.1.0.1"}}
-	east.install(t, eastRef)
-	east.install(t, eastView)
-	ambientSite{network: "net-west", zone: "z-west", gateway: "192.0.2.50", vip: "10.0.0.200", pods: []string{"10.2.0.1", "10.2.0.2"}}.install(t, west)
-
-	westConfig, err := os.ReadFile(west.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remoteSecret(t, eastRef, "west", westConfig)
+	eastRef, eastView, west := ambientClusters(t, "10.2.0.1", "10.2.0.2")
 	view := kubeview.New()
 	mirror(t, west, view)
 	srv := httptest.NewServer(view)
@@ -315,26 +347,9 @@ users: [{name: west, user: {}}]
 current-context: west
 `, srv.URL)))
 
-	node := istiodtest.ZtunnelNode{IP: "10.1.0.10", Pod: "ztunnel-1", ClusterID: "east", Network: "net-east", NodeName: "node-1"}
-	ref := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastRef, istiodAmbient("net-east")).XDSAddr, node)
-	viewed := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastView, istiodAmbient("net-east")).XDSAddr, node)
-	splitHorizon := func(st istiodtest.State) bool {
-		for name := range st.Addresses {
-			if strings.HasPrefix(name, "net-west/SplitHorizonWorkload/") {
-				return true
-			}
-		}
-		return false
-	}
-	ref.Wait(t, "west's split-horizon workload through the remote secret", time.Minute, splitHorizon, describeZtunnel)
-	same := func() (bool, string) {
-		want, got := withoutAPIServer(ref.State()), withoutAPIServer(viewed.State())
-		return cmp.Equal(want, got, protocmp.Transform()), cmp.Diff(want, got, protocmp.Transform())
-	}
-	if !testwait.Within(time.Minute, same) {
-		_, diff := same()
-		t.Fatalf("through the view, the ztunnel holds (-remote secret +view):\n%s", diff)
-	}
+	ref, viewed := ztunnelOf(t, eastRef), ztunnelOf(t, eastView)
+	ref.Wait(t, "west's split-horizon workload through the remote secret", time.Minute, func(st istiodtest.State) bool { return capacity(st) == 2 }, describeZtunnel)
+	waitAlike(t, ref, viewed, "through the view")
 	t.Logf("the ztunnel holds %s", describeZtunnel(viewed.State()))
 }
 
@@ -350,18 +365,8 @@ current-context: west
 // withdraws west.
 func TestAmbientFedByMeshfed(t *testing.T) {
 	istiodtest.RequireBinary(t)
-	clusters := kubetest.Start(t, 3)
-	eastRef, eastMesh, west := clusters[0], clusters[1], clusters[2]
-	east := ambientSite{network: "net-east", zone: "z-east", vip: "10.0.0.100", pods: []string{"10.1.0.1"}}
-	east.install(t, eastRef)
-	east.install(t, eastMesh)
 	westPods := []string{"10.2.0.1", "10.2.0.2"}
-	ambientSite{network: "net-west", zone: "z-west", gateway: "192.0.2.50", vip: "10.0.0.200", pods: westPods}.install(t, west)
-	westConfig, err := os.ReadFile(west.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	remoteSecret(t, eastRef, "west", westConfig)
+	eastRef, eastMesh, west := ambientClusters(t, westPods...)
 
 	cfg := hub.DefaultConfig()
 	cfg.Insecure = true
@@ -399,20 +404,11 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 		stops[c.id] = runSpokeWith(t, sc)
 	}
 
-	node := istiodtest.ZtunnelNode{IP: "10.1.0.10", Pod: "ztunnel-1", ClusterID: "east", Network: "net-east", NodeName: "node-1"}
-	ref := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastRef, istiodAmbient("net-east")).XDSAddr, node)
-	fed := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastMesh, istiodAmbient("net-east")).XDSAddr, node)
+	ref, fed := ztunnelOf(t, eastRef), ztunnelOf(t, eastMesh)
 	ref.Wait(t, "west's split-horizon workload through the remote secret", time.Minute, func(st istiodtest.State) bool { return capacity(st) == 2 }, describeZtunnel)
 	alike := func(z *istiodtest.Ztunnel, what string) {
 		t.Helper()
-		same := func() (bool, string) {
-			want, got := withoutAPIServer(ref.State()), withoutAPIServer(z.State())
-			return cmp.Equal(want, got, protocmp.Transform()), cmp.Diff(want, got, protocmp.Transform())
-		}
-		if !testwait.Within(time.Minute, same) {
-			_, diff := same()
-			t.Fatalf("%s, the ztunnel fed by meshfed holds (-remote secret +meshfed):\n%s", what, diff)
-		}
+		waitAlike(t, ref, z, what+", fed by meshfed")
 	}
 	alike(fed, "at first")
 	t.Logf("the ztunnel holds %s", describeZtunnel(fed.State()))
@@ -472,7 +468,7 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 	// from east's spoke; the restarted hub carries on, and west's changes
 	// reach the ztunnel again, which never lost west on the way.
 	h.stop()
-	fed2 := istiodtest.DialZtunnel(t, istiodtest.Start(t, eastMesh, istiodAmbient("net-east")).XDSAddr, node)
+	fed2 := ztunnelOf(t, eastMesh)
 	alike(fed2, "from an istiod started while the hub is down")
 	runHub(t, cfg)
 	westPods = append(westPods, "10.2.2.1")
@@ -558,8 +554,7 @@ func TestAmbientPolicyNamespacesIgnoreTrustDomain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	z := istiodtest.DialZtunnel(t, istiodtest.Start(t, c, istiodAmbient("net-east")).XDSAddr,
-		istiodtest.ZtunnelNode{IP: "10.1.0.10", Pod: "ztunnel-1", ClusterID: "east", Network: "net-east", NodeName: "node-1"})
+	z := ztunnelOf(t, c)
 	st := z.Wait(t, "the three policies", time.Minute, func(st istiodtest.State) bool { return len(st.Policies) == 3 }, describeZtunnel)
 	match := func(name string) *security.Match {
 		return st.Policies["demo/"+name].GetGroups()[0].GetRules()[0].GetMatches()[0]

@@ -273,16 +273,7 @@ func TestIstiodRemoteSecretBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	createNamespace(t, east, "istio-system")
-	if _, err := east.Client.CoreV1().Secrets("istio-system").Create(t.Context(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "istio-remote-secret-west", Namespace: "istio-system",
-			Labels:      map[string]string{"istio/multiCluster": "true"},
-			Annotations: map[string]string{"networking.istio.io/cluster": "west"},
-		},
-		Data: map[string][]byte{"west": kubeconfig},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	remoteSecret(t, east, "west", kubeconfig)
 	d := istiodtest.Start(t, east, istiodtest.Options{ClusterID: "east", Network: "net1"})
 	sidecar := istiodtest.Dial(t, d.XDSAddr, istiodtest.Proxy{IP: "10.1.0.9", Pod: "client", Namespace: "demo", ClusterID: "east", Network: "net1"})
 	const name = "outbound|8080||echo.demo.svc.cluster.local"

@@ -22,7 +22,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -103,7 +102,11 @@ func BenchmarkSideBySide(b *testing.B) {
 	east := clusters[0]
 	createNamespace(b, east, istiodtest.SystemNamespace)
 	for i, c := range clusters[1:] {
-		sideBySideRemoteSecret(b, east, sideBySideIDs[i+1], c)
+		kubeconfig, err := os.ReadFile(c.Kubeconfig)
+		if err != nil {
+			b.Fatal(err)
+		}
+		remoteSecret(b, east, sideBySideIDs[i+1], kubeconfig)
 	}
 
 	// Every server and client starts at once: each initial sync is timed
@@ -370,26 +373,6 @@ func sideBySideBuild(b *testing.B, commands ...string) map[string]string {
 		bins[command] = bin
 	}
 	return bins
-}
-
-// sideBySideRemoteSecret gives istiod in home a kubeconfig of remote, as
-// `istioctl create-remote-secret` would.
-func sideBySideRemoteSecret(b *testing.B, home *kubetest.Cluster, id string, remote *kubetest.Cluster) {
-	b.Helper()
-	kubeconfig, err := os.ReadFile(remote.Kubeconfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := home.Client.CoreV1().Secrets(istiodtest.SystemNamespace).Create(b.Context(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "istio-remote-secret-" + id, Namespace: istiodtest.SystemNamespace,
-			Labels:      map[string]string{"istio/multiCluster": "true"},
-			Annotations: map[string]string{"networking.istio.io/cluster": id},
-		},
-		Data: map[string][]byte{id: kubeconfig},
-	}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
 }
 
 // sideBySideDial connects the client to the hub once its xDS port

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshfed/meshfed/hub/clustersetip"
 	"github.com/meshfed/meshfed/hub/registry"
+	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/debughttp"
 	"github.com/meshfed/meshfed/internal/memlimit"
 )
@@ -166,7 +167,7 @@ func (c Config) Validate() error {
 	if (c.XDSCertFile == "") != (c.XDSKeyFile == "") || (c.XDSCAFile != "" && c.XDSCertFile == "") {
 		errs = append(errs, errors.New("--xds-tls-cert and --xds-tls-key go together, and --xds-tls-ca needs them"))
 	}
-	if c.XDSAddr != "" && c.XDSCertFile == "" && !c.Insecure && !c.XDSPlaintext && !isLoopback(c.XDSAddr) {
+	if c.XDSAddr != "" && c.XDSCertFile == "" && !c.Insecure && !c.XDSPlaintext && !cli.LoopbackAddr(c.XDSAddr) {
 		errs = append(errs, fmt.Errorf("--xds-addr %s would serve plaintext xDS beyond loopback: set --xds-tls-cert and --xds-tls-key (with --xds-tls-ca proxies must present certificates), or accept plaintext with --xds-plaintext", c.XDSAddr))
 	}
 	if c.XDSStreamBurst < 0 {

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -215,7 +214,7 @@ func newXDS(cfg Config, reg *registry.Registry, promReg prometheus.Registerer, e
 			expiring["xds_ca"] = cas
 			xcfg.TLS = pki.NewServerConfig(kp, cas)
 		}
-	} else if !isLoopback(cfg.XDSAddr) {
+	} else if !cli.LoopbackAddr(cfg.XDSAddr) {
 		log.Warn("serving plaintext xDS beyond loopback: any client that reaches the port may claim any proxy identity and read every network's endpoints",
 			"addr", cfg.XDSAddr)
 	}
@@ -252,19 +251,6 @@ func proxyAuthorizer(defaultTrustDomain string, reg *registry.Registry) xds.Auth
 		}
 		return nil
 	}
-}
-
-// isLoopback reports whether a listen address binds loopback only.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // uiProxies is what the web view shows of the proxies.

@@ -4,14 +4,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/meshfed/meshfed/internal/cli"
 	"github.com/meshfed/meshfed/internal/debughttp"
 	"github.com/meshfed/meshfed/internal/memlimit"
 	"github.com/meshfed/meshfed/spoke/leader"
@@ -231,7 +230,7 @@ func (c Config) Validate() error {
 	if c.RemoteViewsTokenFile != "" && c.RemoteViewsCertFile == "" {
 		errs = append(errs, errors.New("--remote-views-token-file needs --remote-views-tls-cert and --remote-views-tls-key: Kubernetes clients send no token over plain HTTP"))
 	}
-	if c.RemoteViewsAddr != "" && c.RemoteViewsTokenFile == "" && !loopbackAddr(c.RemoteViewsAddr) {
+	if c.RemoteViewsAddr != "" && c.RemoteViewsTokenFile == "" && !cli.LoopbackAddr(c.RemoteViewsAddr) {
 		errs = append(errs, fmt.Errorf("--remote-views-addr %q is not a loopback address: set --remote-views-token-file, or any client that reaches it reads every member's exports", c.RemoteViewsAddr))
 	}
 	if c.MCPInitialWait < 0 {
@@ -298,17 +297,4 @@ func (l *namespaceList) Set(v string) error {
 	}
 	*l = out
 	return nil
-}
-
-// loopbackAddr reports whether addr (host:port) listens on loopback only.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }

@@ -116,14 +116,14 @@ func TestNewSource(t *testing.T) {
 	cfg.ClusterID = "east"
 
 	cfg.Manifests = dir
-	if src, wb, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
+	if src, wb, _, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Errorf("--manifests: %v", err)
 	} else if _, ok := src.(*file.Source); !ok || wb != nil {
 		t.Errorf("--manifests: source %T and write-back %v, want the file source and none", src, wb)
 	}
 
 	cfg.Manifests, cfg.Kubeconfig = "", path
-	if src, wb, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
+	if src, wb, _, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Errorf("--kubeconfig: %v", err)
 	} else if _, ok := src.(*kube.Source); !ok || wb == nil {
 		t.Errorf("--kubeconfig: source %T and write-back %v, want the kube source and its write-back", src, wb)
@@ -131,7 +131,7 @@ func TestNewSource(t *testing.T) {
 
 	// A QPS without a burst: client-go refuses a zero burst, the source derives one.
 	cfg.KubeQPS = 500
-	if _, _, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
+	if _, _, _, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Errorf("--kube-qps 500: %v", err)
 	}
 	cfg.KubeQPS, cfg.KubeBurst = -1, 0
@@ -142,7 +142,7 @@ func TestNewSource(t *testing.T) {
 	cfg.KubeQPS = 0
 
 	cfg.Kubeconfig = filepath.Join(dir, "missing")
-	if _, _, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
+	if _, _, _, err := newSource(cfg, nil, nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
 		t.Errorf("missing kubeconfig: %v, want an error naming --kubeconfig", err)
 	}
 }

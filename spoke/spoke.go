@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
@@ -132,7 +131,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	if cfg.Manifests == "" { // the file source writes nothing
 		writes = store
 	}
-	src, wb, err := newSource(cfg, writes, metrics, log, el.holdWrites()...)
+	src, wb, core, err := newSource(cfg, writes, metrics, log, el.holdWrites()...)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +190,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 			return nil, err
 		}
 		if cfg.RemoteViewsURL != "" {
-			if s.secrets, err = newRemoteSecrets(cfg, token, s.views, log, el.holdWrites()...); err != nil {
+			if s.secrets, err = newRemoteSecrets(cfg, token, s.views, core, log); err != nil {
 				return nil, err
 			}
 		}
@@ -354,25 +353,25 @@ func (s *Spoke) Run(ctx context.Context) error {
 // selects one), and for a Kubernetes source the write-back into its
 // cluster, which writes the imports of store and registers its metrics in
 // metrics; wrap wraps the transport of both.
-func newSource(cfg Config, store *imports.Store, metrics prometheus.Registerer, log *slog.Logger, wrap ...transport.WrapperFunc) (source, *writeback.WriteBack, error) {
+func newSource(cfg Config, store *imports.Store, metrics prometheus.Registerer, log *slog.Logger, wrap ...transport.WrapperFunc) (source, *writeback.WriteBack, rest.Interface, error) {
 	if cfg.Manifests != "" {
-		return file.New(cfg.Manifests, log.With("component", "source")), nil, nil
+		return file.New(cfg.Manifests, log.With("component", "source")), nil, nil, nil
 	}
 	rc, err := restConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, w := range wrap {
 		rc.Wrap(w)
 	}
 	clients, err := kubeclient.New(rc, kubeclient.Options{ImportQPS: float32(cfg.ImportQPS), ImportBurst: cfg.ImportBurst, Log: log.With("component", "imports")})
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes source: %w", err)
+		return nil, nil, nil, fmt.Errorf("kubernetes source: %w", err)
 	}
 	opts := cfg.normalizeOptions()
 	src := kube.New(kube.NewAPI(clients), kube.Config{Options: opts, DiscoverImports: store != nil}, log.With("component", "source"))
 	wb := writeback.New(src, writeback.NewAPI(clients), writeback.Config{Options: opts, Imports: store, Metrics: metrics}, log.With("component", "writeback"))
-	return src, wb, nil
+	return src, wb, clients.Core, nil
 }
 
 // restConfig returns the config of the API server of cfg's Kubernetes
@@ -392,24 +391,13 @@ func restConfig(cfg Config) (*rest.Config, error) {
 }
 
 // newRemoteSecrets returns the writer of istiod's remote secrets, over
-// the cluster's API (its writes held while the spoke stands by, as the
-// write-back's are).
-func newRemoteSecrets(cfg Config, token string, views *remoteview.Server, log *slog.Logger, wrap ...transport.WrapperFunc) (*remoteview.Secrets, error) {
+// the core REST client of the cluster's source (whose writes are held
+// while the spoke stands by, as the write-back's are).
+func newRemoteSecrets(cfg Config, token string, views *remoteview.Server, core rest.Interface, log *slog.Logger) (*remoteview.Secrets, error) {
 	ca, err := os.ReadFile(cfg.RemoteViewsCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("--remote-views-ca-file: %w", err)
 	}
-	rc, err := restConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range wrap {
-		rc.Wrap(w)
-	}
-	core, err := corev1client.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("remote secrets: %w", err)
-	}
-	return remoteview.NewSecrets(core.Secrets(cfg.RemoteViewsSecretNamespace),
+	return remoteview.NewSecrets(remoteview.RESTSecrets(core, cfg.RemoteViewsSecretNamespace),
 		remoteview.SecretsConfig{URL: cfg.RemoteViewsURL, CA: ca, Token: token, Prefix: cfg.RemoteViewsSecretPrefix}, views.Members, log.With("component", "remote-secrets")), nil
 }

@@ -121,3 +121,14 @@ func TestLogStopping(t *testing.T) {
 		})
 	}
 }
+
+func TestLoopbackAddr(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:80": true, "[::1]:80": true, "localhost:80": true, "127.1.2.3:80": true,
+		":80": false, "0.0.0.0:80": false, "10.0.0.1:80": false, "example.com:80": false, "127.0.0.1": false,
+	} {
+		if got := LoopbackAddr(addr); got != want {
+			t.Errorf("LoopbackAddr(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

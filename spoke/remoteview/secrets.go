@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/meshfed/meshfed/federation"
 )
@@ -192,4 +193,43 @@ users:
 		},
 		Data: map[string][]byte{string(id): []byte(kubeconfig)},
 	}
+}
+
+// RESTSecrets is [SecretsAPI] over a core REST client, in namespace (the
+// spoke links no clientset).
+func RESTSecrets(c rest.Interface, namespace string) SecretsAPI {
+	return restSecrets{c: c, namespace: namespace}
+}
+
+type restSecrets struct {
+	c         rest.Interface
+	namespace string
+}
+
+func (r restSecrets) List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
+	out := &corev1.SecretList{}
+	err := r.c.Get().Namespace(r.namespace).Resource("secrets").VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
+	return out, err
+}
+
+func (r restSecrets) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error) {
+	out := &corev1.Secret{}
+	err := r.c.Get().Namespace(r.namespace).Resource("secrets").Name(name).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
+	return out, err
+}
+
+func (r restSecrets) Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
+	out := &corev1.Secret{}
+	err := r.c.Post().Namespace(r.namespace).Resource("secrets").VersionedParams(&opts, metav1.ParameterCodec).Body(s).Do(ctx).Into(out)
+	return out, err
+}
+
+func (r restSecrets) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
+	out := &corev1.Secret{}
+	err := r.c.Put().Namespace(r.namespace).Resource("secrets").Name(s.Name).VersionedParams(&opts, metav1.ParameterCodec).Body(s).Do(ctx).Into(out)
+	return out, err
+}
+
+func (r restSecrets) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return r.c.Delete().Namespace(r.namespace).Resource("secrets").Name(name).Body(&opts).Do(ctx).Error()
 }

@@ -12,11 +12,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/internal/kubetest"
 	"github.com/meshfed/meshfed/internal/testwait"
+	"github.com/meshfed/meshfed/spoke/kubeclient"
 )
 
 // members is a Server's Members that a test sets.
@@ -50,7 +52,12 @@ func TestSecrets(t *testing.T) {
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	api := c.Client.CoreV1().Secrets("istio-system")
+	// What the spoke writes through: its core REST client.
+	clients, err := kubeclient.New(rest.CopyConfig(c.Config), kubeclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := RESTSecrets(clients.Core, "istio-system")
 	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "istio-remote-secret-north", Labels: map[string]string{LabelMultiCluster: "true"}}}
 	if _, err := api.Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
