@@ -15,12 +15,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/internal/kubetest"
+	"github.com/meshfed/meshfed/spoke/kubeclient"
 	"github.com/meshfed/meshfed/spoke/remoteview"
 )
 
@@ -306,7 +308,7 @@ func TestChartsOnAPIServer(t *testing.T) {
 		w.until(t, "the remote secrets written", func() bool {
 			a, errA := api.Client.CoreV1().Secrets("istio-system").Get(t.Context(), "rbac-all-a", metav1.GetOptions{})
 			_, errB := api.Client.CoreV1().Secrets("istio-system").Get(t.Context(), "rbac-all-b", metav1.GetOptions{})
-			return errA == nil && a.Labels[remoteview.LabelRemoteView] == "a" && errB == nil
+			return errA == nil && a.Labels[remoteview.LabelRemoteView] == "a" && len(a.OwnerReferences) == 1 && errB == nil
 		})
 		w.next()
 		w.until(t, "a's secret deleted", func() bool {
@@ -361,8 +363,20 @@ func exerciseRemoteSecrets(t *testing.T, api *apiServer, sa *serviceAccount, pre
 	}
 	w := &secretsRun{ids: []federation.ClusterID{"a", "b"}, changed: make(chan struct{}), log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
 	log := slog.New(slog.NewJSONHandler(lockedWriter{w.logMu, w.log}, nil))
-	s := remoteview.NewSecrets(sa.client.CoreV1().Secrets("istio-system"),
-		remoteview.SecretsConfig{URL: "https://meshfed-spoke-views.meshfed.svc:15012", CA: []byte("ca"), Token: "t", Prefix: prefix, RetryAfter: 100 * time.Millisecond},
+	// The spoke's own client: its core REST client, with the token.
+	cfg, err := clientcmd.BuildConfigFromFlags("", sa.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := kubeclient.New(cfg, kubeclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := remoteview.NewSecrets(remoteview.RESTSecrets(clients.Core, "istio-system"),
+		remoteview.SecretsConfig{
+			URL: "https://meshfed-spoke-views.meshfed.svc:15012", CA: []byte("ca"), Token: "t", Prefix: prefix,
+			Owner: "meshfed-spoke-remote-secrets", RetryAfter: 100 * time.Millisecond,
+		},
 		w.members, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -260,6 +260,7 @@ func checkSpokeRemoteViews(t *testing.T, r rendered) {
 		"remote-views-ca-file":          "/etc/meshfed/views-tls/ca.crt",
 		"remote-views-secret-namespace": "istio-system",
 		"remote-views-secret-prefix":    "meshfed-remote-",
+		"remote-views-secret-owner":     "meshfed-spoke-remote-secrets",
 	})
 	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "https-views" && p.ContainerPort == 15012 }) {
 		t.Errorf("container ports %v lack https-views 15012", c.Ports)
@@ -283,9 +284,10 @@ func checkSpokeRemoteViews(t *testing.T, r rendered) {
 			t.Errorf("the views' Service selects %s=%s, which the pods do not carry", k, v)
 		}
 	}
-	if len(r.roles) != 1 || r.roles[0].Namespace != "istio-system" || len(r.roles[0].Rules) != 1 ||
-		!slices.Equal(r.roles[0].Rules[0].Resources, []string{"secrets"}) {
-		t.Errorf("roles %+v, want one in istio-system for Secrets alone", r.roles)
+	if len(r.roles) != 1 || r.roles[0].Namespace != "istio-system" || len(r.roles[0].Rules) != 2 ||
+		!slices.Equal(r.roles[0].Rules[0].Resources, []string{"secrets"}) ||
+		!slices.Equal(r.roles[0].Rules[1].ResourceNames, []string{"meshfed-spoke-remote-secrets"}) {
+		t.Errorf("roles %+v, want one in istio-system for Secrets and their owner alone", r.roles)
 	}
 	if len(r.roleBindings) != 1 || r.roleBindings[0].Namespace != "istio-system" || r.roleBindings[0].Subjects[0].Namespace != "meshfed" {
 		t.Errorf("role bindings %+v", r.roleBindings)

@@ -66,8 +66,9 @@ type Config struct {
 	// RemoteViewsURL, when set, has the spoke write istiod a remote
 	// secret per member (in RemoteViewsSecretNamespace) whose kubeconfig
 	// reaches its view at this URL, trusting RemoteViewsCAFile.
-	// RemoteViewsSecretPrefix starts their names.
-	RemoteViewsURL, RemoteViewsCAFile, RemoteViewsSecretNamespace, RemoteViewsSecretPrefix string
+	// RemoteViewsSecretPrefix starts their names; RemoteViewsSecretOwner
+	// names a ConfigMap there that owns them.
+	RemoteViewsURL, RemoteViewsCAFile, RemoteViewsSecretNamespace, RemoteViewsSecretPrefix, RemoteViewsSecretOwner string
 	// InCluster says the spoke runs in a pod. DefaultConfig sets it when
 	// KUBERNETES_SERVICE_HOST is set, as the kubelet does in every pod.
 	InCluster bool
@@ -165,6 +166,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RemoteViewsCAFile, "remote-views-ca-file", c.RemoteViewsCAFile, "the CA (PEM) that signs --remote-views-tls-cert, for the remote secrets' kubeconfigs")
 	fs.StringVar(&c.RemoteViewsSecretNamespace, "remote-views-secret-namespace", c.RemoteViewsSecretNamespace, "istiod's namespace, where the remote secrets go")
 	fs.StringVar(&c.RemoteViewsSecretPrefix, "remote-views-secret-prefix", c.RemoteViewsSecretPrefix, `start of the remote secrets' names, which end with the member's ID; "istio-remote-secret-" (istioctl's) takes Istio's remote secrets over in place, which istiod swaps make-before-break`)
+	fs.StringVar(&c.RemoteViewsSecretOwner, "remote-views-secret-owner", c.RemoteViewsSecretOwner, "a ConfigMap in --remote-views-secret-namespace that owns the remote secrets: deleting it deletes them (the spoke chart's uninstall); while it is missing, none is written. Empty: no owner")
 	fs.StringVar(&c.RemoteViewsCertFile, "remote-views-tls-cert", c.RemoteViewsCertFile, "serve --remote-views-addr over HTTPS with this certificate (PEM); a token needs it")
 	fs.StringVar(&c.RemoteViewsKeyFile, "remote-views-tls-key", c.RemoteViewsKeyFile, "the key of --remote-views-tls-cert (PEM)")
 	fs.DurationVar(&c.MCPInitialWait, "mcp-initial-wait", c.MCPInitialWait, "how long istiod's ServiceEntries wait for a hub's first set of services before they are answered empty, so that a starting istiod is not held up by an unreachable hub")

@@ -399,5 +399,5 @@ func newRemoteSecrets(cfg Config, token string, views *remoteview.Server, core r
 		return nil, fmt.Errorf("--remote-views-ca-file: %w", err)
 	}
 	return remoteview.NewSecrets(remoteview.RESTSecrets(core, cfg.RemoteViewsSecretNamespace),
-		remoteview.SecretsConfig{URL: cfg.RemoteViewsURL, CA: ca, Token: token, Prefix: cfg.RemoteViewsSecretPrefix}, views.Members, log.With("component", "remote-secrets")), nil
+		remoteview.SecretsConfig{URL: cfg.RemoteViewsURL, CA: ca, Token: token, Prefix: cfg.RemoteViewsSecretPrefix, Owner: cfg.RemoteViewsSecretOwner}, views.Members, log.With("component", "remote-secrets")), nil
 }

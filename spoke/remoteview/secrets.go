@@ -39,6 +39,8 @@ type SecretsAPI interface {
 	Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error)
 	Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	// ConfigMap reads a ConfigMap of the same namespace (the owner).
+	ConfigMap(ctx context.Context, name string) (*corev1.ConfigMap, error)
 }
 
 // SecretsConfig is what the remote secrets say.
@@ -56,6 +58,11 @@ type SecretsConfig struct {
 	// spoke rewrites Istio's remote secrets in place and istiod swaps
 	// each remote cluster for its view make-before-break.
 	Prefix string
+	// Owner, when set, is a ConfigMap of the secrets' namespace that owns
+	// them: deleting it (the spoke chart's uninstall does) has the garbage
+	// collector delete every remote secret, so that none is left pointing
+	// at a spoke that is gone. While it is missing, nothing is written.
+	Owner string
 	// RetryAfter is how long a failed sync waits before the next (0:
 	// five seconds).
 	RetryAfter time.Duration
@@ -121,9 +128,18 @@ func (s *Secrets) sync(ctx context.Context, members []federation.ClusterID) erro
 	for i := range list.Items {
 		have[list.Items[i].Name] = &list.Items[i]
 	}
+	var owner []metav1.OwnerReference
+	if s.cfg.Owner != "" {
+		cm, err := s.api.ConfigMap(ctx, s.cfg.Owner)
+		if err != nil {
+			return fmt.Errorf("the remote secrets' owner, ConfigMap %s: %w", s.cfg.Owner, err)
+		}
+		owner = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}}
+	}
 	want := map[string]*corev1.Secret{}
 	for _, id := range members {
 		sec := s.secret(id)
+		sec.OwnerReferences = owner
 		want[sec.Name] = sec
 	}
 	for _, name := range slices.Sorted(maps.Keys(want)) {
@@ -148,7 +164,8 @@ func (s *Secrets) sync(ctx context.Context, members []federation.ClusterID) erro
 			}
 			s.log.Info("remote secret written", "member", sec.Labels[LabelRemoteView], "secret", name)
 		case !maps.EqualFunc(old.Data, sec.Data, func(a, b []byte) bool { return string(a) == string(b) }) ||
-			!maps.Equal(old.Labels, sec.Labels) || !maps.Equal(old.Annotations, sec.Annotations):
+			!maps.Equal(old.Labels, sec.Labels) || !maps.Equal(old.Annotations, sec.Annotations) ||
+			!slices.EqualFunc(old.OwnerReferences, sec.OwnerReferences, func(a, b metav1.OwnerReference) bool { return a.UID == b.UID && a.Name == b.Name && a.Kind == b.Kind }):
 			sec.ResourceVersion = old.ResourceVersion
 			if _, err := s.api.Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("update %s: %w", name, err)
@@ -232,4 +249,10 @@ func (r restSecrets) Update(ctx context.Context, s *corev1.Secret, opts metav1.U
 
 func (r restSecrets) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	return r.c.Delete().Namespace(r.namespace).Resource("secrets").Name(name).Body(&opts).Do(ctx).Error()
+}
+
+func (r restSecrets) ConfigMap(ctx context.Context, name string) (*corev1.ConfigMap, error) {
+	out := &corev1.ConfigMap{}
+	err := r.c.Get().Namespace(r.namespace).Resource("configmaps").Name(name).Do(ctx).Into(out)
+	return out, err
 }

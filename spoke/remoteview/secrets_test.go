@@ -1,6 +1,7 @@
 package remoteview
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,3 +138,62 @@ func TestSecrets(t *testing.T) {
 		return sec.Labels[LabelRemoteView] == "north" && len(sec.Data["north"]) > 0, fmt.Sprint(sec.Labels)
 	})
 }
+
+// TestSecretsOwned: with an owner, each remote secret is owned by its
+// ConfigMap (deleting it has the garbage collector delete them); while the
+// owner is missing, nothing is written.
+func TestSecretsOwned(t *testing.T) {
+	c := kubetest.Start(t, 1)[0]
+	ctx := t.Context()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := kubeclient.New(rest.CopyConfig(c.Config), kubeclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	m := &members{changed: make(chan struct{})}
+	s := NewSecrets(RESTSecrets(clients.Core, "istio-system"),
+		SecretsConfig{URL: "https://spoke:15012", CA: []byte("ca"), Token: "t", Owner: "meshfed-spoke-remote-secrets", RetryAfter: 50 * time.Millisecond}, m.get, log)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	m.set("west")
+	testwait.ForState(t, "the writer to find no owner", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), "ConfigMap meshfed-spoke-remote-secrets"), logs.String()
+	})
+	if list, err := c.Client.CoreV1().Secrets("istio-system").List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
+		t.Fatalf("secrets written without their owner: %v, %v", list, err)
+	}
+	cm, err := c.Client.CoreV1().ConfigMaps("istio-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "meshfed-spoke-remote-secrets"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.ForState(t, "west's secret, owned", func() (bool, string) {
+		sec, err := c.Client.CoreV1().Secrets("istio-system").Get(ctx, "meshfed-remote-west", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		refs := sec.OwnerReferences
+		return len(refs) == 1 && refs[0].UID == cm.UID && refs[0].Kind == "ConfigMap", fmt.Sprint(refs)
+	})
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
