@@ -179,7 +179,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 				return nil, fmt.Errorf("--remote-views-token-file %s is empty", cfg.RemoteViewsTokenFile)
 			}
 		}
-		vcfg := remoteview.Config{Addr: cfg.RemoteViewsAddr, Cluster: federation.ClusterID(cfg.ClusterID), Token: token}
+		vcfg := remoteview.Config{Addr: cfg.RemoteViewsAddr, Cluster: federation.ClusterID(cfg.ClusterID), Token: token, Metrics: metrics}
 		if cfg.RemoteViewsCertFile != "" {
 			if vcfg.TLS, err = pki.ServerOnlyConfig(cfg.RemoteViewsCertFile, cfg.RemoteViewsKeyFile, log.With("component", "remote-views-tls")); err != nil {
 				return nil, fmt.Errorf("--remote-views-tls-cert, --remote-views-tls-key: %w", err)
@@ -190,7 +190,7 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 			return nil, err
 		}
 		if cfg.RemoteViewsURL != "" {
-			if s.secrets, err = newRemoteSecrets(cfg, token, s.views, core, log); err != nil {
+			if s.secrets, err = newRemoteSecrets(cfg, token, s.views, core, metrics, log); err != nil {
 				return nil, err
 			}
 		}
@@ -393,11 +393,11 @@ func restConfig(cfg Config) (*rest.Config, error) {
 // newRemoteSecrets returns the writer of istiod's remote secrets, over
 // the core REST client of the cluster's source (whose writes are held
 // while the spoke stands by, as the write-back's are).
-func newRemoteSecrets(cfg Config, token string, views *remoteview.Server, core rest.Interface, log *slog.Logger) (*remoteview.Secrets, error) {
+func newRemoteSecrets(cfg Config, token string, views *remoteview.Server, core rest.Interface, metrics prometheus.Registerer, log *slog.Logger) (*remoteview.Secrets, error) {
 	ca, err := os.ReadFile(cfg.RemoteViewsCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("--remote-views-ca-file: %w", err)
 	}
 	return remoteview.NewSecrets(remoteview.RESTSecrets(core, cfg.RemoteViewsSecretNamespace),
-		remoteview.SecretsConfig{URL: cfg.RemoteViewsURL, CA: ca, Token: token, Prefix: cfg.RemoteViewsSecretPrefix, Owner: cfg.RemoteViewsSecretOwner}, views.Members, log.With("component", "remote-secrets")), nil
+		remoteview.SecretsConfig{URL: cfg.RemoteViewsURL, CA: ca, Token: token, Prefix: cfg.RemoteViewsSecretPrefix, Owner: cfg.RemoteViewsSecretOwner, Metrics: metrics}, views.Members, log.With("component", "remote-secrets")), nil
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -170,7 +172,8 @@ func TestServer(t *testing.T) {
 	roots.AppendCertsFromPEM(ca)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
 	store := imports.NewStore()
-	s, err := NewServer(Config{Addr: "127.0.0.1:0", Cluster: "east", Token: "s3cret", TLS: serving}, store, log)
+	reg := prometheus.NewRegistry()
+	s, err := NewServer(Config{Addr: "127.0.0.1:0", Cluster: "east", Token: "s3cret", TLS: serving, Metrics: reg}, store, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,13 +218,19 @@ func TestServer(t *testing.T) {
 		}
 	}
 
+	if got := testutil.ToFloat64(s.metrics.requests.WithLabelValues("get", "401")); got != 2 {
+		t.Errorf("requests counted as 401: %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(s.metrics.requests.WithLabelValues("get", "503")); got != 1 {
+		t.Errorf("requests counted as 503: %v, want 1", got)
+	}
 	link := store.Link("hub-a")
 	link.Start()
 	_, changed := s.Members()
 	link.Received(&federationpb.Imports{Version: 1, Full: true, Imports: []*federationpb.Import{echoImport()}, Clusters: []*federationpb.Cluster{east, west}})
 	<-changed
-	if members, _ := s.Members(); !slices.Equal(members, []federation.ClusterID{"west"}) {
-		t.Errorf("members %v", members)
+	if members, _ := s.Members(); !slices.Equal(members, []federation.ClusterID{"west"}) || testutil.ToFloat64(s.metrics.members) != 1 {
+		t.Errorf("members %v (gauge %v)", members, testutil.ToFloat64(s.metrics.members))
 	}
 	c := kubernetes.NewForConfigOrDie(&rest.Config{Host: base + "/clusters/west", BearerToken: "s3cret", TLSClientConfig: rest.TLSClientConfig{CAData: ca}})
 	testwait.ForState(t, "west's pods", func() (bool, string) {

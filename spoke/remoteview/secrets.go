@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,6 +67,8 @@ type SecretsConfig struct {
 	// RetryAfter is how long a failed sync waits before the next (0:
 	// five seconds).
 	RetryAfter time.Duration
+	// Metrics, when set, registers the writer's metrics.
+	Metrics prometheus.Registerer
 }
 
 // Secrets keeps one remote secret per member in istiod's namespace, so
@@ -79,6 +82,7 @@ type Secrets struct {
 	cfg     SecretsConfig
 	members func() ([]federation.ClusterID, <-chan struct{})
 	log     *slog.Logger
+	metrics *secretMetrics
 }
 
 // NewSecrets returns the writer of the remote secrets of members (a
@@ -90,7 +94,7 @@ func NewSecrets(api SecretsAPI, cfg SecretsConfig, members func() ([]federation.
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultSecretPrefix
 	}
-	return &Secrets{api: api, cfg: cfg, members: members, log: log}
+	return &Secrets{api: api, cfg: cfg, members: members, log: log, metrics: newSecretMetrics(cfg.Metrics)}
 }
 
 // Run keeps the secrets until ctx ends.
@@ -105,6 +109,7 @@ func (s *Secrets) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
+				s.metrics.failures.Inc()
 				s.log.Warn("remote secrets not written; retrying", "err", err, "after", s.cfg.RetryAfter)
 				retry.Reset(s.cfg.RetryAfter)
 			}
@@ -182,6 +187,7 @@ func (s *Secrets) sync(ctx context.Context, members []federation.ClusterID) erro
 		}
 		s.log.Info("remote secret deleted: the member left", "member", have[name].Labels[LabelRemoteView], "secret", name)
 	}
+	s.metrics.secrets.Set(float64(len(want)))
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -121,6 +122,7 @@ func TestSecrets(t *testing.T) {
 	}
 	m.set("north", "west")
 	until("north's and west's secrets", "istio-remote-secret-north", "meshfed-remote-north", "meshfed-remote-west")
+	testwait.For(t, "the gauge of secrets", func() bool { return testutil.ToFloat64(s.metrics.secrets) == 2 })
 	m.set()
 	until("meshfed's secrets gone", "istio-remote-secret-north")
 	stop()

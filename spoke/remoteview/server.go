@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshfed/meshfed/federation"
@@ -38,16 +40,19 @@ type Config struct {
 	Token string
 	// TLS, when set, serves HTTPS.
 	TLS *tls.Config
+	// Metrics, when set, registers the views' metrics.
+	Metrics prometheus.Registerer
 }
 
 // Server serves each other member's view, built from the imports the hub
 // replicas send, once the first set has come; until then it answers 503,
 // as an API server that is starting does.
 type Server struct {
-	cfg   Config
-	store *imports.Store
-	log   *slog.Logger
-	lis   net.Listener
+	cfg     Config
+	store   *imports.Store
+	log     *slog.Logger
+	lis     net.Listener
+	metrics *viewMetrics
 
 	mu sync.Mutex
 	// views are every member's that was ever listed (nil before the
@@ -64,7 +69,7 @@ func NewServer(cfg Config, store *imports.Store, log *slog.Logger) (*Server, err
 	if err != nil {
 		return nil, fmt.Errorf("remote views: %w", err)
 	}
-	return &Server{cfg: cfg, store: store, log: log, lis: lis, changed: make(chan struct{})}, nil
+	return &Server{cfg: cfg, store: store, log: log, lis: lis, changed: make(chan struct{}), metrics: newViewMetrics(cfg.Metrics)}, nil
 }
 
 // Addr is the bound address.
@@ -80,7 +85,8 @@ func (s *Server) Members() ([]federation.ClusterID, <-chan struct{}) {
 
 // Run serves until ctx ends, following the store's sets.
 func (s *Server) Run(ctx context.Context) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	handler := promhttp.InstrumentHandlerInFlight(s.metrics.inFlight, promhttp.InstrumentHandlerCounter(s.metrics.requests, s))
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	served := make(chan error, 1)
 	go func() {
 		if s.cfg.TLS == nil {
@@ -142,6 +148,7 @@ func (s *Server) update(set *imports.Set) {
 	if first || !slices.Equal(members, s.members) {
 		s.log.Info("remote views", "members", members, "hub", set.Hub)
 		s.members = members
+		s.metrics.members.Set(float64(len(members)))
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}
