@@ -45,22 +45,27 @@ func (m *members) set(ids ...federation.ClusterID) {
 	m.changed = make(chan struct{})
 }
 
-// TestSecrets: on a real API server, a remote secret per member, which
-// istiod reads as a kubeconfig of the member's view; a member that goes
-// loses its secret; Secrets that are not
-// meshfed's are left alone.
-func TestSecrets(t *testing.T) {
+// istioSystem starts an API server with istio-system, and returns it and
+// the Secrets there as the spoke writes them: through its core REST client.
+func istioSystem(t *testing.T) (*kubetest.Cluster, SecretsAPI) {
+	t.Helper()
 	c := kubetest.Start(t, 1)[0]
-	ctx := t.Context()
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// What the spoke writes through: its core REST client.
 	clients, err := kubeclient.New(rest.CopyConfig(c.Config), kubeclient.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := RESTSecrets(clients.Core, "istio-system")
+	return c, RESTSecrets(clients.Core, "istio-system")
+}
+
+// TestSecrets: on a real API server, a remote secret per member, which
+// istiod reads as a kubeconfig of the member's view; a member that goes
+// loses its secret; Secrets that are not meshfed's are left alone.
+func TestSecrets(t *testing.T) {
+	_, api := istioSystem(t)
+	ctx := t.Context()
 	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "istio-remote-secret-north", Labels: map[string]string{LabelMultiCluster: "true"}}}
 	if _, err := api.Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -145,15 +150,8 @@ func TestSecrets(t *testing.T) {
 // ConfigMap (deleting it has the garbage collector delete them); while the
 // owner is missing, nothing is written.
 func TestSecretsOwned(t *testing.T) {
-	c := kubetest.Start(t, 1)[0]
+	c, api := istioSystem(t)
 	ctx := t.Context()
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	clients, err := kubeclient.New(rest.CopyConfig(c.Config), kubeclient.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
@@ -162,7 +160,7 @@ func TestSecretsOwned(t *testing.T) {
 		return logs.Write(p)
 	}), nil))
 	m := &members{changed: make(chan struct{})}
-	s := NewSecrets(RESTSecrets(clients.Core, "istio-system"),
+	s := NewSecrets(api,
 		SecretsConfig{URL: "https://spoke:15012", CA: []byte("ca"), Token: "t", Owner: "meshfed-spoke-remote-secrets", RetryAfter: 50 * time.Millisecond}, m.get, log)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
