@@ -49,6 +49,9 @@ import (
 // HBONE listener and its address in its status.
 type ambientSite struct {
 	network, zone string
+	// trustDomain, when set, is the trust domain of the cluster's mesh
+	// config (the istio ConfigMap istiod reads of a remote cluster).
+	trustDomain string
 	gateway       string // the east-west gateway's address; "" for none
 	vip           string // echo's ClusterIP (in kubetest's 10.0.0.0/24)
 	pods          []string
@@ -77,6 +80,14 @@ func (s ambientSite) install(t *testing.T, c *kubetest.Cluster) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "demo"}},
 	} {
 		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	if s.trustDomain != "" {
+		if _, err := c.Client.CoreV1().ConfigMaps(istiodtest.SystemNamespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "istio", Namespace: istiodtest.SystemNamespace},
+			Data:       map[string]string{"mesh": "trustDomain: " + s.trustDomain + "\n"},
+		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,6 +290,10 @@ func describeZtunnel(st istiodtest.State) string {
 	return fmt.Sprintf("%d: %s", len(names), strings.Join(names, ", "))
 }
 
+// westTrustDomain is west's, other than east's (cluster.local), in its
+// mesh config, which istiod reads of a remote cluster.
+const westTrustDomain = "west.example"
+
 // ambientClusters starts west and two copies of east, as ambientSite
 // sets them up (west with westPods behind its gateway), and gives the
 // first east's istiod a remote secret of west's API server: Istio's own
@@ -291,7 +306,7 @@ func ambientClusters(t *testing.T, westPods ...string) (ref, other, west *kubete
 	east := ambientSite{network: "net-east", zone: "z-east", vip: "10.0.0.100", pods: []string{"10.1.0.1"}}
 	east.install(t, ref)
 	east.install(t, other)
-	ambientSite{network: "net-west", zone: "z-west", gateway: "192.0.2.50", vip: "10.0.0.200", pods: westPods}.install(t, west)
+	ambientSite{network: "net-west", zone: "z-west", gateway: "192.0.2.50", vip: "10.0.0.200", pods: westPods, trustDomain: westTrustDomain}.install(t, west)
 	kubeconfig, err := os.ReadFile(west.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -395,6 +410,9 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 		sc := spoke.DefaultConfig()
 		sc.ClusterID, sc.Network, sc.Kubeconfig, sc.InCluster = c.id, c.network, c.cluster.Kubeconfig, false
 		sc.Hub, sc.Insecure = h.FederationAddr().String(), true
+		if c.id == "west" {
+			sc.TrustDomain = westTrustDomain
+		}
 		if c.views != "" {
 			sc.RemoteViewsAddr, sc.RemoteViewsTokenFile = c.views, tokenFile
 			sc.RemoteViewsCertFile, sc.RemoteViewsKeyFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key")
@@ -412,6 +430,10 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 	}
 	alike(fed, "at first")
 	t.Logf("the ztunnel holds %s", describeZtunnel(fed.State()))
+	// West's trust domain is not east's; istiod names west's identities
+	// in its own either way (its ambient index builds a remote service's
+	// SANs from its local mesh config), and the comparison holds.
+	t.Logf("echo's SANs: %v", fed.State().Addresses["demo/echo.demo.svc.cluster.local"].GetService().GetSubjectAltNames())
 
 	// West's pods come and go: each change reaches both ztunnels (timed
 	// from the write into west's API server).
