@@ -52,9 +52,9 @@ type ambientSite struct {
 	// trustDomain, when set, is the trust domain of the cluster's mesh
 	// config (the istio ConfigMap istiod reads of a remote cluster).
 	trustDomain string
-	gateway       string // the east-west gateway's address; "" for none
-	vip           string // echo's ClusterIP (in kubetest's 10.0.0.0/24)
-	pods          []string
+	gateway     string // the east-west gateway's address; "" for none
+	vip         string // echo's ClusterIP (in kubetest's 10.0.0.0/24)
+	pods        []string
 }
 
 // istiodAmbient are the options of an istiod in ambient mode that shares
