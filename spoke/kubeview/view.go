@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -63,6 +64,8 @@ type stored struct {
 	rv              uint64
 	content         []byte // the object without its resourceVersion: what a change is judged by
 	json, meta      []byte // the object, and its PartialObjectMetadata
+	// obj is the object until it is stamped with its resourceVersion.
+	obj Object
 }
 
 type event struct {
@@ -150,7 +153,7 @@ func encode(r Resource, obj Object) (*stored, error) {
 		return nil, fmt.Errorf("%s %s/%s: %w", r.Resource, obj.GetNamespace(), obj.GetName(), err)
 	}
 	s := &stored{
-		namespace: c.GetNamespace(), name: c.GetName(), labels: labels.Set(c.GetLabels()), content: content,
+		obj: c, namespace: c.GetNamespace(), name: c.GetName(), labels: labels.Set(c.GetLabels()), content: content,
 		fields: fields.Set{"metadata.name": c.GetName(), "metadata.namespace": c.GetNamespace()},
 	}
 	if r.fields != nil {
@@ -161,23 +164,18 @@ func encode(r Resource, obj Object) (*stored, error) {
 	return s, nil
 }
 
-// stamp gives s its resourceVersion.
+// stamp gives s its resourceVersion, and encodes it with it.
 func (s *stored) stamp(rv uint64) error {
-	var obj map[string]any
-	if err := json.Unmarshal(s.content, &obj); err != nil {
-		return err
-	}
-	meta, _ := obj["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-		obj["metadata"] = meta
-	}
-	meta["resourceVersion"] = strconv.FormatUint(rv, 10)
+	s.obj.SetResourceVersion(strconv.FormatUint(rv, 10))
 	var err error
-	if s.json, err = json.Marshal(obj); err != nil {
+	if s.json, err = json.Marshal(s.obj); err != nil {
 		return err
 	}
-	s.meta, err = json.Marshal(map[string]any{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta})
-	s.rv = rv
-	return err
+	partial := meta.AsPartialObjectMetadata(s.obj)
+	partial.TypeMeta = metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}
+	if s.meta, err = json.Marshal(partial); err != nil {
+		return err
+	}
+	s.rv, s.obj = rv, nil
+	return nil
 }

@@ -22,7 +22,6 @@ func (v *View) serveWatch(w http.ResponseWriter, r *http.Request, req *request) 
 	defer cancel()
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 	write := func(typ string, body []byte) bool {
 		_, err := fmt.Fprintf(w, `{"type":%q,"object":%s}`+"\n", typ, body)
