@@ -48,14 +48,15 @@ type View struct {
 	nodes map[string]*corev1.Node
 }
 
-// Build returns the view of every member of set but self, by member.
-func Build(set *imports.Set, self federation.ClusterID) map[federation.ClusterID]*View {
+// Build returns the view of every member of set but self, by member; or,
+// with only, of those members alone.
+func Build(set *imports.Set, self federation.ClusterID, only map[federation.ClusterID]bool) map[federation.ClusterID]*View {
 	views := map[federation.ClusterID]*View{}
 	if set == nil {
 		return views
 	}
 	for _, c := range set.Clusters {
-		if id := federation.ClusterID(c.GetId()); id != self {
+		if id := federation.ClusterID(c.GetId()); id != self && (only == nil || only[id]) {
 			views[id] = &View{Cluster: c, pods: map[string]*corev1.Pod{}, nodes: map[string]*corev1.Node{}}
 		}
 	}
@@ -71,6 +72,47 @@ func Build(set *imports.Set, self federation.ClusterID) map[federation.ClusterID
 		v.finish()
 	}
 	return views
+}
+
+// Members returns the members set lists but self, sorted (not nil: an
+// empty clusterset is none).
+func Members(set *imports.Set, self federation.ClusterID) []federation.ClusterID {
+	out := []federation.ClusterID{}
+	for _, c := range set.Clusters {
+		if id := federation.ClusterID(c.GetId()); id != self {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Touched returns the members whose views differ between prev and set, a
+// later set: a source of an import that changed (a set's imports are
+// replaced, never modified), or the member's cluster. Nil (no prev):
+// every member.
+func Touched(prev, set *imports.Set) map[federation.ClusterID]bool {
+	if prev == nil {
+		return nil
+	}
+	out := map[federation.ClusterID]bool{}
+	set.Changed(prev, func(key string) {
+		for _, im := range []*federationpb.Import{prev.Imports[key], set.Imports[key]} {
+			for _, src := range im.GetSources() {
+				out[federation.ClusterID(src.GetCluster())] = true
+			}
+		}
+	})
+	was := map[string]*federationpb.Cluster{}
+	for _, c := range prev.Clusters {
+		was[c.GetId()] = c
+	}
+	for _, c := range set.Clusters {
+		if !c.EqualVT(was[c.GetId()]) {
+			out[federation.ClusterID(c.GetId())] = true
+		}
+	}
+	return out
 }
 
 // selectorLabel is the label by which a view's Service selects the pods

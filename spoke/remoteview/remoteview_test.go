@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -87,7 +88,7 @@ func set(clusters ...*federationpb.Cluster) *imports.Set {
 // TestBuild: a member's view holds what it exports as its own API would,
 // and the receiver has no view of itself.
 func TestBuild(t *testing.T) {
-	views := Build(set(east, west), "east")
+	views := Build(set(east, west), "east", nil)
 	if len(views) != 1 || views["west"] == nil {
 		t.Fatalf("views of %v, want west's alone", slices.Collect(maps.Keys(views)))
 	}
@@ -143,10 +144,10 @@ func TestBuild(t *testing.T) {
 
 	// A member the hub no longer lists has no view; nor does any without
 	// the hub's clusters.
-	if views := Build(set(east), "east"); len(views) != 0 {
+	if views := Build(set(east), "east", nil); len(views) != 0 {
 		t.Errorf("views %v after west went", views)
 	}
-	if views := Build(set(), "east"); len(views) != 0 {
+	if views := Build(set(), "east", nil); len(views) != 0 {
 		t.Errorf("views %v without clusters", views)
 	}
 }
@@ -257,5 +258,71 @@ func TestServer(t *testing.T) {
 	pods, err := c.CoreV1().Pods("demo").List(t.Context(), metav1.ListOptions{})
 	if err != nil || len(pods.Items) != 0 {
 		t.Errorf("west's pods after it went: %v, %v", pods, err)
+	}
+}
+
+// TestTouched: the members whose views a later set changes: an import's
+// sources, before and after, and a member whose cluster changed.
+func TestTouched(t *testing.T) {
+	prev := set(east, west)
+	if got := Touched(nil, prev); got != nil {
+		t.Errorf("without a previous set: %v, want every member (nil)", got)
+	}
+	same := &imports.Set{Imports: maps.Clone(prev.Imports), Clusters: prev.Clusters}
+	if got := Touched(prev, same); len(got) != 0 {
+		t.Errorf("the same imports and clusters touched %v", got)
+	}
+	replaced := &imports.Set{Imports: map[string]*federationpb.Import{"demo/echo": echoImport()}, Clusters: prev.Clusters}
+	if got := Touched(prev, replaced); !maps.Equal(got, map[federation.ClusterID]bool{"east": true, "west": true}) {
+		t.Errorf("echo replaced touched %v, want its sources east and west", got)
+	}
+	moved := proto.Clone(west).(*federationpb.Cluster)
+	moved.Gateways[0].Address = "192.0.2.60"
+	regatewayed := &imports.Set{Imports: prev.Imports, Clusters: []*federationpb.Cluster{east, moved}}
+	if got := Touched(prev, regatewayed); !maps.Equal(got, map[federation.ClusterID]bool{"west": true}) {
+		t.Errorf("west's gateway moved touched %v, want west", got)
+	}
+}
+
+// BenchmarkUpdate: one import of 500 changes in a clusterset of ten
+// members, each exporting 100 services of 10 pods: the views of its two
+// sources are rebuilt, or (every) all ten.
+func BenchmarkUpdate(b *testing.B) {
+	var clusters []*federationpb.Cluster
+	for m := range 10 {
+		clusters = append(clusters, &federationpb.Cluster{Id: fmt.Sprintf("m%d", m), Network: "net"})
+	}
+	source := func(m, svc, gen int) *federationpb.ImportSource {
+		src := &federationpb.ImportSource{Cluster: fmt.Sprintf("m%d", m), ClusterIps: []string{fmt.Sprintf("10.0.%d.%d", m, svc%250)}}
+		for p := range 10 {
+			uid := fmt.Sprintf("m%d-s%d-p%d-%d", m, svc, p, gen)
+			src.ClusterEndpoints = append(src.ClusterEndpoints, &federationpb.Endpoint{Address: fmt.Sprintf("10.%d.%d.%d", m, svc, p), Ready: true, Workload: &federationpb.WorkloadRef{Kind: "Pod", Name: uid, Uid: uid}})
+			src.Workloads = append(src.Workloads, &federationpb.Workload{Uid: uid, Namespace: "demo", Name: uid, Ips: []string{fmt.Sprintf("10.%d.%d.%d", m, svc, p)}})
+		}
+		return src
+	}
+	base := &imports.Set{Imports: map[string]*federationpb.Import{}, Clusters: clusters}
+	for svc := range 500 {
+		im := &federationpb.Import{Namespace: "demo", Name: fmt.Sprintf("svc-%d", svc)}
+		for _, m := range []int{svc % 10, (svc + 1) % 10} {
+			im.Sources = append(im.Sources, source(m, svc, 0))
+		}
+		base.Imports["demo/"+im.Name] = im
+	}
+	for _, every := range []bool{false, true} {
+		b.Run(fmt.Sprintf("every=%v", every), func(b *testing.B) {
+			s := &Server{cfg: Config{Cluster: "self"}, log: slog.New(slog.DiscardHandler), metrics: newViewMetrics(nil), changed: make(chan struct{})}
+			s.update(base)
+			prev := base
+			for gen := 1; b.Loop(); gen++ {
+				next := &imports.Set{Imports: maps.Clone(prev.Imports), Clusters: clusters}
+				next.Imports["demo/svc-0"] = &federationpb.Import{Namespace: "demo", Name: "svc-0", Sources: []*federationpb.ImportSource{source(0, 0, gen), source(1, 0, gen)}}
+				if every {
+					s.last = nil
+				}
+				s.update(next)
+				prev = next
+			}
+		})
 	}
 }

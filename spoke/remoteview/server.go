@@ -59,6 +59,8 @@ type Server struct {
 	// first set); members are those listed now, sorted.
 	views   map[federation.ClusterID]*kubeview.View
 	members []federation.ClusterID
+	// last is the set the views were last built from (Run's alone).
+	last *imports.Set
 	// changed is closed, and replaced, when the members change.
 	changed chan struct{}
 }
@@ -118,33 +120,34 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// update makes the views those of set: a member's view keeps its
+// update makes the views those of set, rebuilding those of the members
+// the set touched since the last: a member's view keeps its
 // resourceVersions (its watches go on), a new member gets one, and a
 // member no longer listed keeps an empty one: istiod's informers then see
 // its objects deleted, where a view that vanished would leave them in
 // their caches until the remote secret goes.
 func (s *Server) update(set *imports.Set) {
-	built := Build(set, s.cfg.Cluster)
 	if len(set.Clusters) == 0 {
 		s.log.Warn("the hub sent no members' clusters: it predates remote views, which stay empty", "hub", set.Hub)
 	}
+	built := Build(set, s.cfg.Cluster, Touched(s.last, set))
+	s.last = set
+	members := Members(set, s.cfg.Cluster)
 	s.mu.Lock()
 	first := s.views == nil
 	if first {
 		s.views = map[federation.ClusterID]*kubeview.View{}
 	}
-	for id := range built {
+	for _, id := range members {
 		if s.views[id] == nil {
 			s.views[id] = kubeview.New()
 		}
 	}
-	var gone []federation.ClusterID
-	for id := range s.views {
-		if built[id] == nil {
-			gone = append(gone, id)
+	for _, id := range s.members {
+		if !slices.Contains(members, id) {
+			built[id] = &View{Cluster: &federationpb.Cluster{Id: string(id)}} // gone: empty
 		}
 	}
-	members := append([]federation.ClusterID{}, slices.Sorted(maps.Keys(built))...) // not nil: a set came
 	if first || !slices.Equal(members, s.members) {
 		s.log.Info("remote views", "members", members, "hub", set.Hub)
 		s.members = members
@@ -154,9 +157,6 @@ func (s *Server) update(set *imports.Set) {
 	}
 	views := maps.Clone(s.views)
 	s.mu.Unlock()
-	for _, id := range gone {
-		built[id] = &View{Cluster: &federationpb.Cluster{Id: string(id)}}
-	}
 	for id, b := range built {
 		s.log.Debug("remote view updated", "member", id, "services", len(b.Services), "pods", len(b.Pods), "gateways", len(b.Gateways))
 		if err := b.Apply(views[id]); err != nil {
