@@ -3,7 +3,6 @@ package charts_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -409,26 +408,12 @@ func (w *secretsRun) next() {
 func (w *secretsRun) denials() []string {
 	w.logMu.Lock()
 	defer w.logMu.Unlock()
-	var out []string
-	for line := range bytes.Lines(w.log.Bytes()) {
-		var rec struct{ Err string }
-		if json.Unmarshal(line, &rec) == nil && forbidden.MatchString(rec.Err) {
-			out = append(out, string(bytes.TrimSpace(line)))
-		}
-	}
-	return out
+	return denialsIn(w.log.Bytes())
 }
 
 // denied returns a denial of verb on resource, or "".
 func (w *secretsRun) denied(verb, resource string) string {
-	for _, line := range w.denials() {
-		var rec struct{ Err string }
-		_ = json.Unmarshal([]byte(line), &rec)
-		if m := forbidden.FindStringSubmatch(rec.Err); m[1] == verb && m[2] == resource {
-			return line
-		}
-	}
-	return ""
+	return deniedIn(w.denials(), verb, resource)
 }
 
 func (w *secretsRun) until(t *testing.T, what string, cond func() bool) {

@@ -190,11 +190,24 @@ func (p *spokeProcess) denials(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return denialsIn(data)
+}
+
+// denied returns the first log line where the API server refused the
+// spoke verb on resource, or "".
+func (p *spokeProcess) denied(t *testing.T, verb, resource string) string {
+	t.Helper()
+	return deniedIn(p.denials(t), verb, resource)
+}
+
+// denialsIn returns the lines of a JSON log whose err reports a request
+// the API server refused for want of permission.
+func denialsIn(log []byte) []string {
 	var out []string
-	for line := range bytes.Lines(data) {
-		var rec struct{ Msg, Err string }
+	for line := range bytes.Lines(log) {
+		var rec struct{ Err string }
 		if json.Unmarshal(line, &rec) != nil {
-			continue // a line the spoke is still writing
+			continue // a line still being written
 		}
 		if forbidden.MatchString(rec.Err) {
 			out = append(out, string(bytes.TrimSpace(line)))
@@ -203,11 +216,10 @@ func (p *spokeProcess) denials(t *testing.T) []string {
 	return out
 }
 
-// denied returns the first log line where the API server refused the
-// spoke verb on resource, or "".
-func (p *spokeProcess) denied(t *testing.T, verb, resource string) string {
-	t.Helper()
-	for _, line := range p.denials(t) {
+// deniedIn returns the first of denials that refused verb on resource,
+// or "".
+func deniedIn(denials []string, verb, resource string) string {
+	for _, line := range denials {
 		var rec struct{ Err string }
 		_ = json.Unmarshal([]byte(line), &rec)
 		if m := forbidden.FindStringSubmatch(rec.Err); m[1] == verb && m[2] == resource {
