@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -197,14 +198,42 @@ func copyDemo(t *testing.T) string {
 }
 
 // freeAddr returns a loopback address nothing listens on, for a process to
-// listen on; no other freeAddr or listenLoopback of the run gets it.
+// listen on; no other freeAddr or listenLoopback of the run gets it. Its
+// port is below the kernel's ephemeral range, which a listener on port 0
+// or an outgoing connection (an istiod's, an API server's) draws from: a
+// process that stops and starts again on its address (a restarted hub)
+// finds it free.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	lis := listenLoopback(t)
-	addr := lis.Addr().String()
-	handedOut.Store(addr, true)
-	_ = lis.Close()
-	return addr
+	low := ephemeralLow()
+	for range 1000 {
+		port := 10000 + rand.IntN(low-10000)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if _, taken := handedOut.LoadOrStore(addr, true); taken {
+			continue
+		}
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // another test binary's, or a server's
+		}
+		_ = lis.Close()
+		return addr
+	}
+	t.Fatal("freeAddr: no free loopback port below the ephemeral range")
+	return ""
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default when it cannot be read).
+func ephemeralLow() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if low, err := strconv.Atoi(f[0]); err == nil && low > 11000 {
+				return low
+			}
+		}
+	}
+	return 32768
 }
 
 // httpGet returns the status and body of GET url; status 0 when nothing
@@ -555,32 +584,18 @@ func (f *fleet) startSpoke(t *testing.T, cluster, network, manifests string) {
 }
 
 // handedOut are the loopback addresses freeAddr handed out for processes
-// to listen on. Until a process binds its address, the kernel may give the
-// port to the next listener on port 0: this binary's own listeners skip
-// them (listenLoopback), or a partition could take a hub's port before
-// the hub starts.
+// to listen on: none is handed out twice in a run.
 var handedOut sync.Map
 
-// listenLoopback listens on a loopback port that freeAddr has not handed
-// out.
+// listenLoopback listens on a loopback port the kernel picks (in its
+// ephemeral range, where freeAddr never hands one out).
 func listenLoopback(t testing.TB) net.Listener {
 	t.Helper()
-	var skipped []net.Listener // held open meanwhile: the kernel gives another port
-	defer func() {
-		for _, l := range skipped {
-			_ = l.Close()
-		}
-	}()
-	for {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, taken := handedOut.Load(lis.Addr().String()); !taken {
-			return lis
-		}
-		skipped = append(skipped, lis)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	return lis
 }
 
 func scaleNode(i int) string { return fmt.Sprintf("node-%03d", i) }
