@@ -466,24 +466,9 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 
 	// West unexports echo: east's ztunnel no longer reaches it through
 	// meshfed; west exports it again.
-	export := func(on bool) {
-		t.Helper()
-		svc, err := west.Client.CoreV1().Services("demo").Get(t.Context(), "echo", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if on {
-			svc.Labels["meshfed.io/export"] = "true"
-		} else {
-			delete(svc.Labels, "meshfed.io/export")
-		}
-		if _, err := west.Client.CoreV1().Services("demo").Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	export(false)
+	setEchoExported(t, west, false)
 	fed.Wait(t, "west's echo gone after it unexported it", time.Minute, withoutWestEcho, describeZtunnel)
-	export(true)
+	setEchoExported(t, west, true)
 	alike(fed, "after west exported echo again")
 
 	// The hub goes down. An istiod started meanwhile gets the last state

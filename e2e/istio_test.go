@@ -95,6 +95,26 @@ func setEchoEndpoints(t *testing.T, c *kubetest.Cluster, addrs ...string) {
 	}
 }
 
+// setEchoExported labels demo/echo in c exported by meshfed (or not).
+func setEchoExported(t *testing.T, c *kubetest.Cluster, on bool) {
+	t.Helper()
+	svc, err := c.Client.CoreV1().Services("demo").Get(t.Context(), "echo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on {
+		if svc.Labels == nil {
+			svc.Labels = map[string]string{}
+		}
+		svc.Labels["meshfed.io/export"] = "true"
+	} else {
+		delete(svc.Labels, "meshfed.io/export")
+	}
+	if _, err := c.Client.CoreV1().Services("demo").Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func addressesOf(cla *endpointv3.ClusterLoadAssignment) []string {
 	out := istiodtest.Addresses(cla)
 	sort.Strings(out)
@@ -167,28 +187,10 @@ func TestIstiodFedByMeshfed(t *testing.T) {
 
 	// West stops exporting: istiod serves east's endpoint alone; then
 	// exports again.
-	exported := func(on bool) {
-		t.Helper()
-		svc, err := west.Client.CoreV1().Services("demo").Get(t.Context(), "echo", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if on {
-			if svc.Labels == nil {
-				svc.Labels = map[string]string{}
-			}
-			svc.Labels["meshfed.io/export"] = "true"
-		} else {
-			delete(svc.Labels, "meshfed.io/export")
-		}
-		if _, err := west.Client.CoreV1().Services("demo").Update(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exported(false)
+	setEchoExported(t, west, false)
 	sidecar.WaitEDS(t, name, both("10.1.0.1:9090"))
 	setEchoEndpoints(t, west, "10.2.0.1")
-	exported(true)
+	setEchoExported(t, west, true)
 	sidecar.WaitEDS(t, name, both("10.1.0.1:9090", "10.2.0.1:9090"))
 
 	// The hub goes down and istiod restarts meanwhile: it starts, with what

@@ -45,6 +45,20 @@ func (m *members) set(ids ...federation.ClusterID) {
 	m.changed = make(chan struct{})
 }
 
+// runSecrets runs a writer until the returned stop.
+func runSecrets(t *testing.T, w *Secrets) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // istioSystem starts an API server with istio-system, and returns it and
 // the Secrets there as the spoke writes them: through its core REST client.
 func istioSystem(t *testing.T) (*kubetest.Cluster, SecretsAPI) {
@@ -72,19 +86,7 @@ func TestSecrets(t *testing.T) {
 	}
 	m := &members{changed: make(chan struct{})}
 	s := NewSecrets(api, SecretsConfig{URL: "https://spoke.meshfed.svc:15012", CA: []byte("-----BEGIN CERTIFICATE-----\n"), Token: "s3cret"}, m.get, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	// run runs a writer until the returned stop.
-	run := func(w *Secrets) (stop func()) {
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- w.Run(runCtx) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	stop := run(s)
+	stop := runSecrets(t, s)
 	names := func() ([]string, *corev1.SecretList) {
 		list, err := api.List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -135,7 +137,7 @@ func TestSecrets(t *testing.T) {
 	// With istioctl's prefix, Istio's own remote secret is taken over in
 	// place (istiod swaps the cluster make-before-break).
 	taker := NewSecrets(api, SecretsConfig{URL: "https://spoke.meshfed.svc:15012", CA: []byte("ca"), Token: "s3cret", Prefix: "istio-remote-secret-"}, m.get, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer run(taker)()
+	defer runSecrets(t, taker)()
 	m.set("north")
 	testwait.ForState(t, "north's secret taken over", func() (bool, string) {
 		sec, err := api.Get(ctx, "istio-remote-secret-north", metav1.GetOptions{})
@@ -162,15 +164,7 @@ func TestSecretsOwned(t *testing.T) {
 	m := &members{changed: make(chan struct{})}
 	s := NewSecrets(api,
 		SecretsConfig{URL: "https://spoke:15012", CA: []byte("ca"), Token: "t", Owner: "meshfed-spoke-remote-secrets", RetryAfter: 50 * time.Millisecond}, m.get, log)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(runCtx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer runSecrets(t, s)()
 	m.set("west")
 	testwait.ForState(t, "the writer to find no owner", func() (bool, string) {
 		mu.Lock()
