@@ -51,6 +51,9 @@ type endpointGroup struct {
 	namespace, service, network, workloadKind string
 	ports                                     []*federationpb.EndpointPort
 	locality                                  *federationpb.Locality
+	// plaintext: the endpoints take no Istio mutual TLS. Pods of one
+	// service are injected alike, so this costs no groups.
+	plaintext bool
 }
 
 // untagged is the tag of endpoints made without their cluster's tags.
@@ -64,6 +67,7 @@ type groupKey struct {
 	ports                                     *federationpb.EndpointPort // the first of the shared slice
 	nPorts                                    int
 	locality                                  *federationpb.Locality
+	plaintext                                 bool
 }
 
 // WorkloadRef names the workload behind an endpoint.
@@ -93,7 +97,7 @@ func NewEndpoints(pbs ...*federationpb.Endpoint) []*Endpoint {
 func (in *Interner) Endpoint(tags *Tags, pb *federationpb.Endpoint, w *Workload) *Endpoint {
 	g := endpointGroup{
 		Tag: untagged, namespace: pb.GetNamespace(), service: pb.GetService(), network: pb.GetNetwork(),
-		workloadKind: pb.GetWorkload().GetKind(), ports: pb.GetPorts(), locality: pb.GetLocality(),
+		workloadKind: pb.GetWorkload().GetKind(), ports: pb.GetPorts(), locality: pb.GetLocality(), plaintext: pb.GetPlaintext(),
 	}
 	if tags != nil {
 		g.Tag = tags.Of(g.network)
@@ -136,7 +140,7 @@ func (in *Interner) endpointGroup(g endpointGroup) *endpointGroup {
 	g.namespace, g.service, g.network, g.workloadKind = in.str(g.namespace), in.str(g.service), in.str(g.network), in.str(g.workloadKind)
 	g.locality = in.Locality(g.locality)
 	g.ports = in.endpointPorts(g.ports)
-	k := groupKey{tag: g.Tag, namespace: g.namespace, service: g.service, network: g.network, workloadKind: g.workloadKind, nPorts: len(g.ports), locality: g.locality}
+	k := groupKey{tag: g.Tag, namespace: g.namespace, service: g.service, network: g.network, workloadKind: g.workloadKind, nPorts: len(g.ports), locality: g.locality, plaintext: g.plaintext}
 	if len(g.ports) > 0 {
 		k.ports = g.ports[0]
 	}
@@ -168,7 +172,7 @@ func (e *Endpoint) Proto() *federationpb.Endpoint {
 	pb := &federationpb.Endpoint{
 		Namespace: e.GetNamespace(), Service: e.GetService(), Address: e.GetAddress(), Ports: e.GetPorts(),
 		Ready: e.ready, Serving: e.serving, Terminating: e.terminating, Node: e.GetNode(), Locality: e.GetLocality(),
-		Hostname: e.GetHostname(), Network: e.GetNetwork(),
+		Hostname: e.GetHostname(), Network: e.GetNetwork(), Plaintext: e.GetPlaintext(),
 	}
 	if ref, ok := e.Workload(); ok {
 		pb.Workload = &federationpb.WorkloadRef{Kind: ref.Kind, Name: ref.Name, Uid: ref.UID}
@@ -192,7 +196,7 @@ func (g *endpointGroup) equal(o *endpointGroup) bool {
 		return true
 	}
 	return g.Tag.equal(o.Tag) && g.namespace == o.namespace && g.service == o.service && g.network == o.network &&
-		g.workloadKind == o.workloadKind && g.locality.EqualVT(o.locality) &&
+		g.workloadKind == o.workloadKind && g.plaintext == o.plaintext && g.locality.EqualVT(o.locality) &&
 		slices.EqualFunc(g.ports, o.ports, (*federationpb.EndpointPort).EqualVT)
 }
 
@@ -208,6 +212,10 @@ func (e *Endpoint) orNone() *Endpoint {
 	}
 	return e
 }
+
+// GetPlaintext reports the endpoint taking no Istio mutual TLS: no
+// east-west gateway can forward to it (see Behind).
+func (e *Endpoint) GetPlaintext() bool { return e.orNone().plaintext }
 
 // GetNamespace is the namespace of the endpoint's service.
 func (e *Endpoint) GetNamespace() string { return e.orNone().namespace }

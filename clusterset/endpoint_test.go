@@ -16,7 +16,7 @@ func fullEndpoint() *federationpb.Endpoint {
 	e.Ports[0].AppProtocol = "grpc"
 	e.Serving, e.Terminating, e.Node, e.Locality.Subzone = true, true, "node-1", "s1"
 	e.Workload = &federationpb.WorkloadRef{Kind: "Pod", Name: "echo-1", Uid: "uid-1"}
-	e.Hostname, e.Network = "echo-1", "n2"
+	e.Hostname, e.Network, e.Plaintext = "echo-1", "n2", true
 	return e
 }
 
@@ -37,8 +37,8 @@ func eachChangeDiffers[M any, T interface{ Equal(T) bool }](t *testing.T, base T
 // message defines, and gives them back alike.
 func TestEndpointKeepsEveryField(t *testing.T) {
 	want := fullEndpoint()
-	if n := want.ProtoReflect().Descriptor().Fields().Len(); n != 12 {
-		t.Fatalf("the Endpoint message has %d fields, this test and Endpoint know 12: add the new one to both", n)
+	if n := want.ProtoReflect().Descriptor().Fields().Len(); n != 13 {
+		t.Fatalf("the Endpoint message has %d fields, this test and Endpoint know 13: add the new one to both", n)
 	}
 	if n := want.GetWorkload().ProtoReflect().Descriptor().Fields().Len(); n != 3 {
 		t.Fatalf("the WorkloadRef message has %d fields, this test and Endpoint know 3: add the new one to both", n)
@@ -79,6 +79,7 @@ func TestEndpointEqual(t *testing.T) {
 		"node":          func(e *federationpb.Endpoint) { e.Node = "node-2" },
 		"hostname":      func(e *federationpb.Endpoint) { e.Hostname = "" },
 		"network":       func(e *federationpb.Endpoint) { e.Network = "" },
+		"plaintext":     func(e *federationpb.Endpoint) { e.Plaintext = false },
 		"namespace":     func(e *federationpb.Endpoint) { e.Namespace = "other" },
 		"service":       func(e *federationpb.Endpoint) { e.Service = "other" },
 		"port":          func(e *federationpb.Endpoint) { e.Ports[0].Port = 9091 },

@@ -65,10 +65,19 @@ func ServingOf(e *Endpoint) Serving {
 	}
 }
 
+// ThroughGateway reports whether an east-west gateway can forward to the
+// endpoint: it forwards only Istio mutual TLS (SNI routing on 15443, HBONE
+// on 15008), so an endpoint that takes plaintext is reached on its own
+// network only, as istiod's EDS has it.
+func ThroughGateway(e *Endpoint) bool { return !e.GetPlaintext() }
+
 // CountsBehindGateway reports whether a workload counts in its network's
 // capacity behind the gateway that stands for it (a ztunnel's split-horizon
-// workload): a ready one does.
-func CountsBehindGateway(w *Workload) bool { return w.GetReady() }
+// workload): a ready one the gateway can forward to, in ambient mode or
+// injected (see ThroughGateway).
+func CountsBehindGateway(w *Workload) bool {
+	return w.GetReady() && (w.GetAmbient() || w.GetMeshTls())
+}
 
 // Behind tallies the endpoints of one network that its gateways stand for,
 // as a viewer on another network sees them. The zero value is empty.
@@ -77,8 +86,8 @@ func CountsBehindGateway(w *Workload) bool { return w.GetReady() }
 // network; when it has only draining ones, they carry those, and drain
 // themselves. They stand for its live clusters' endpoints; only when it
 // has none do they stand for its stale clusters', after every live
-// endpoint. They go, all of them, into ONE locality: that of the endpoint
-// they stand for nearest to the viewer, the smallest of equals. (Istio
+// endpoint. They go, all of them, into ONE locality: of those nearest to
+// the viewer, the one holding most of the endpoints they stand for. (Istio
 // puts a gateway into every locality whose endpoints it replaces; grpc-go
 // refuses an address that appears twice in an assignment.)
 type Behind struct {
@@ -87,18 +96,55 @@ type Behind struct {
 
 type servingTally struct{ ready, draining tally }
 
-// tally counts endpoints and remembers the locality the gateways go into.
+// tally counts endpoints and, for the localities nearest to the viewer,
+// how many each holds: the gateways go into the one with most.
 type tally struct {
 	count uint64
-	best  Locality
 	rank  int
+	near  []localityCount // the localities of rank, in the order first seen
+}
+
+type localityCount struct {
+	l Locality
+	n uint64
 }
 
 func (t *tally) add(l Locality, rank int) {
-	if t.count == 0 || rank < t.rank || rank == t.rank && CompareLocality(l, t.best) < 0 {
-		t.best, t.rank = l, rank
+	if t.count == 0 || rank < t.rank {
+		t.rank, t.near = rank, t.near[:0]
 	}
 	t.count++
+	if rank != t.rank {
+		return
+	}
+	for i := range t.near {
+		if t.near[i].l == l {
+			t.near[i].n++
+			return
+		}
+	}
+	t.near = append(t.near, localityCount{l, 1})
+}
+
+// best is the nearest locality that holds most of the endpoints: a
+// labelled one before the unlabelled one among equals (a gateway there
+// would merge with direct endpoints that have no locality), then the
+// smallest, so that every replica and every push decides alike.
+func (t *tally) best() Locality {
+	var best localityCount
+	for i, c := range t.near {
+		if i == 0 || c.n > best.n || c.n == best.n && betterNamed(c.l, best.l) {
+			best = c
+		}
+	}
+	return best.l
+}
+
+func betterNamed(a, b Locality) bool {
+	if (a == Locality{}) != (b == Locality{}) {
+		return b == Locality{}
+	}
+	return CompareLocality(a, b) < 0
 }
 
 // Add counts an endpoint of the network, if its gateways stand for it:
@@ -107,7 +153,7 @@ func (t *tally) add(l Locality, rank int) {
 // endpoint when the viewer has no preference).
 func (b *Behind) Add(e *Endpoint, stale bool, rank int) {
 	s := ServingOf(e)
-	if s == NotServed {
+	if s == NotServed || !ThroughGateway(e) {
 		return
 	}
 	b.AddServing(s, LocalityOf(e.GetLocality()), stale, rank)
@@ -154,5 +200,5 @@ func (b *Behind) Stand() Stand {
 	if t.count == 0 {
 		return Stand{}
 	}
-	return Stand{Count: t.count, Serving: serving, Stale: stale, Locality: t.best}
+	return Stand{Count: t.count, Serving: serving, Stale: stale, Locality: t.best()}
 }

@@ -28,11 +28,18 @@ func TestServingOf(t *testing.T) {
 }
 
 func TestCountsBehindGateway(t *testing.T) {
-	if !CountsBehindGateway(NewWorkload("east", &federationpb.Workload{Uid: "a", Ready: true})) {
-		t.Error("a ready workload does not count")
-	}
-	if CountsBehindGateway(NewWorkload("east", &federationpb.Workload{Uid: "b"})) {
-		t.Error("a workload that is not ready counts")
+	for _, tc := range []struct {
+		w    *federationpb.Workload
+		want bool
+	}{
+		{&federationpb.Workload{Uid: "ambient", Ready: true, Ambient: true}, true},
+		{&federationpb.Workload{Uid: "injected", Ready: true, MeshTls: true}, true},
+		{&federationpb.Workload{Uid: "plaintext", Ready: true}, false},
+		{&federationpb.Workload{Uid: "not-ready", Ambient: true}, false},
+	} {
+		if got := CountsBehindGateway(NewWorkload("east", tc.w)); got != tc.want {
+			t.Errorf("%s: counts %v, want %v", tc.w.GetUid(), got, tc.want)
+		}
 	}
 }
 
@@ -40,6 +47,12 @@ func TestBehind(t *testing.T) {
 	loc := func(zone string) *federationpb.Locality { return &federationpb.Locality{Region: "r", Zone: zone} }
 	ep := func(zone string, ready, terminating bool) *Endpoint {
 		return NewEndpoint(&federationpb.Endpoint{Address: "10.0.0.1", Ready: ready, Serving: ready || terminating, Terminating: terminating, Locality: loc(zone)})
+	}
+	plain := func(zone string) *Endpoint {
+		return NewEndpoint(&federationpb.Endpoint{Address: "10.0.0.2", Ready: true, Serving: true, Locality: loc(zone), Plaintext: true})
+	}
+	unlabelled := func() *Endpoint {
+		return NewEndpoint(&federationpb.Endpoint{Address: "10.0.0.3", Ready: true, Serving: true})
 	}
 	type add struct {
 		e     *Endpoint
@@ -53,6 +66,32 @@ func TestBehind(t *testing.T) {
 	}{
 		{"nothing", nil, Stand{}},
 		{"nothing served", []add{{ep("a", false, false), false, 0}}, Stand{}},
+		{"plaintext: no gateway forwards to it", []add{{plain("a"), false, 0}}, Stand{}},
+		{
+			"plaintext ones do not count",
+			[]add{{plain("a"), false, 0}, {plain("a"), false, 0}, {ep("b", true, false), false, 0}},
+			Stand{Count: 1, Serving: Ready, Locality: Locality{Region: "r", Zone: "b"}},
+		},
+		{
+			"the equally near locality with most endpoints",
+			[]add{{ep("a", true, false), false, 0}, {ep("b", true, false), false, 0}, {ep("b", true, false), false, 0}},
+			Stand{Count: 3, Serving: Ready, Locality: Locality{Region: "r", Zone: "b"}},
+		},
+		{
+			"a labelled locality before the unlabelled one",
+			[]add{{unlabelled(), false, 0}, {ep("z", true, false), false, 0}},
+			Stand{Count: 2, Serving: Ready, Locality: Locality{Region: "r", Zone: "z"}},
+		},
+		{
+			"the unlabelled one when it holds most",
+			[]add{{unlabelled(), false, 0}, {unlabelled(), false, 0}, {ep("z", true, false), false, 0}},
+			Stand{Count: 3, Serving: Ready},
+		},
+		{
+			"most is counted among the nearest only",
+			[]add{{ep("a", true, false), false, 2}, {ep("a", true, false), false, 2}, {ep("b", true, false), false, 1}},
+			Stand{Count: 3, Serving: Ready, Locality: Locality{Region: "r", Zone: "b"}},
+		},
 		{
 			"ready ones, nearest locality",
 			[]add{{ep("c", true, false), false, 2}, {ep("b", true, false), false, 1}, {ep("a", true, false), false, 2}},

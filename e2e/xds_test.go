@@ -14,6 +14,7 @@ import (
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/internal/pki"
+	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/shard"
 )
 
@@ -50,12 +51,23 @@ func (f *xdsFleet) cluster(t *testing.T, id, network, zone string, gateways []*f
 func (f *xdsFleet) setEndpoints(id, network, zone string, gateways []*federationpb.Gateway, backends ...backend) {
 	eps := make([]*federationpb.Endpoint, 0, len(backends))
 	for _, b := range backends {
-		eps = append(eps, &federationpb.Endpoint{
-			Namespace: "demo", Service: "echo", Address: b.addr, Ready: true, Serving: true,
-			Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: b.port}},
-			Locality: &federationpb.Locality{Region: "r-" + id, Zone: zone},
-		})
+		eps = append(eps, echoEndpoint(b, "r-"+id, zone))
 	}
+	f.setShard(id, network, gateways, eps)
+}
+
+// echoEndpoint is a ready endpoint of demo/echo served by b.
+func echoEndpoint(b backend, region, zone string) *federationpb.Endpoint {
+	return &federationpb.Endpoint{
+		Namespace: "demo", Service: "echo", Address: b.addr, Ready: true, Serving: true,
+		Ports:    []*federationpb.EndpointPort{{Name: "grpc", Protocol: federationpb.Protocol_PROTOCOL_TCP, Port: b.port}},
+		Locality: &federationpb.Locality{Region: region, Zone: zone},
+	}
+}
+
+// setShard replaces a cluster's shard: its network, gateways and echo's
+// endpoints as given.
+func (f *xdsFleet) setShard(id, network string, gateways []*federationpb.Gateway, eps []*federationpb.Endpoint) {
 	f.trackers[id].Update(time.Now(), true, func(w shard.Writer) {
 		w.SetCluster(&federationpb.Cluster{Id: id, Network: network, Gateways: gateways})
 		must(w.PutService(testService("demo", "echo")))
@@ -132,6 +144,63 @@ func TestXDSSplitHorizonThroughGateway(t *testing.T) {
 	// gateway: it never receives west's pod address.
 	f.setEndpoints("east", "net-a", "z-east", nil)
 	eventually(t, c, "west-gateway")
+}
+
+// TestXDSGRPCClientDrainingEndpoints: a terminating endpoint that still
+// serves is no priority of a gRPC client's (grpc-go ignores DRAINING
+// endpoints): a client in its zone is served by the next locality, and
+// never by it.
+func TestXDSGRPCClientDrainingEndpoints(t *testing.T) {
+	f := startXDSFleet(t)
+	draining := startBackend(t, "127.0.0.35", "east-draining")
+	ready := startBackend(t, "127.0.0.36", "east")
+	f.cluster(t, "east", "net1", "z1", nil)
+	d := echoEndpoint(draining, "r1", "z1")
+	d.Ready, d.Terminating = false, true
+	f.setShard("east", "net1", nil, []*federationpb.Endpoint{d, echoEndpoint(ready, "r1", "z2")})
+	c := xdsClient(t, f.hub.XDSAddr().String(), "client-z1", "east", "net1", "r1", "z1")
+	eventually(t, c, "east")
+	var sent []string
+	for _, p := range f.hub.XDS().Proxies() {
+		sent = append(sent, p.Kind)
+	}
+	if len(sent) != 1 || sent[0] != "grpc" {
+		t.Errorf("proxy kinds %v, want the one gRPC client", sent)
+	}
+}
+
+// TestXDSGatewayOnlyForMeshTLS: an east-west gateway forwards only Istio
+// mTLS, so a network whose endpoints take plaintext is reached through
+// none. A client with no locality preference weighs every entry alike:
+// given the gateway, it would send it about half of its calls.
+func TestXDSGatewayOnlyForMeshTLS(t *testing.T) {
+	f := startXDSFleet(t)
+	east := startBackend(t, "127.0.0.37", "east")
+	gw := startBackend(t, "127.0.0.51", "west-gateway")
+	gateways := []*federationpb.Gateway{{Address: gw.addr, Port: gw.port, Protocol: federationpb.GatewayProtocol_GATEWAY_PROTOCOL_TLS}}
+	f.cluster(t, "east", "net-a", "z-east", nil, east)
+	f.cluster(t, "west", "net-b", "z-west", gateways)
+	plain := echoEndpoint(backend{addr: "127.0.0.47", port: 8080}, "r-west", "z-west")
+	plain.Plaintext = true
+	f.setShard("west", "net-b", gateways, []*federationpb.Endpoint{plain})
+	await(t, f.hub.Registry(), "west's plaintext endpoint", func(s clusterset.Snapshot) bool {
+		v, ok := s.Service("demo/echo")
+		return ok && len(v.Clusters) == 2 && len(v.Clusters[1].Endpoints) == 1
+	})
+	c := xdsClient(t, f.hub.XDSAddr().String(), "client-anywhere", "east", "net-a", "", "")
+	eventually(t, c, "east")
+	if got, err := servedBy(t.Context(), c, 40); err != nil || got["east"] != 40 {
+		t.Errorf("calls served by %v (%v), want all 40 by east", got, err)
+	}
+	// The pod enrols in the mesh: the gateway stands for it.
+	plain.Plaintext = false
+	f.setShard("west", "net-b", gateways, []*federationpb.Endpoint{plain})
+	if !testwait.Within(30*time.Second, func() (bool, string) {
+		got, err := servedBy(t.Context(), c, 20)
+		return err == nil && got["west-gateway"] > 0, fmt.Sprint(got, err)
+	}) {
+		t.Fatal("no call reached west's gateway once its endpoint took mTLS")
+	}
 }
 
 // TestXDSOverTLS: grpc-go's xDS client reaches the hub's xDS port over TLS

@@ -114,7 +114,7 @@ func (e explainer) explain(proxyID, service, endpoint string) Explanation {
 	if !ok || !e.clusters(x, &t, endpoint) {
 		return x.Explanation
 	}
-	view := resources.View{Network: federation.NetworkID(proxy.Network), Locality: localityOfString(proxy.Locality)}
+	view := resources.View{Network: federation.NetworkID(proxy.Network), Locality: localityOfString(proxy.Locality), Proxyless: proxy.Kind == kindGRPC}
 	if !e.assignment(x, t, proxy, view) {
 		return x.Explanation
 	}

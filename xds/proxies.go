@@ -90,7 +90,7 @@ const (
 func proxyKind(node *adspb.Node, typeURL string) string {
 	ua := strings.ToLower(node.GetUserAgentName())
 	switch {
-	case strings.HasPrefix(ua, "grpc"):
+	case isProxyless(node):
 		return kindGRPC
 	case ua == "envoy":
 		return kindEnvoy

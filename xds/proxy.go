@@ -3,6 +3,8 @@ package xds
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -24,11 +26,24 @@ type Proxy struct {
 	Cluster  federation.ClusterID
 	Network  federation.NetworkID
 	Locality resources.Locality
+	// Proxyless: a gRPC client (see resources.View).
+	Proxyless bool
 }
 
 // View is the proxy's EDS view.
 func (p Proxy) View() resources.View {
-	return resources.View{Network: p.Network, Locality: p.Locality}
+	return resources.View{Network: p.Network, Locality: p.Locality, Proxyless: p.Proxyless}
+}
+
+// featureNoOverprovisioning is the client feature every gRPC xDS client
+// sends (gRFC A27), whatever its language's user agent says.
+const featureNoOverprovisioning = "envoy.lb.does_not_support_overprovisioning"
+
+// isProxyless tells a gRPC client from its node: its user agent ("gRPC
+// Go", "gRPC Java", ...) or the client feature gRPC clients send.
+func isProxyless(node *adspb.Node) bool {
+	return strings.HasPrefix(strings.ToLower(node.GetUserAgentName()), "grpc") ||
+		slices.Contains(node.GetClientFeatures(), featureNoOverprovisioning)
 }
 
 // ProxyFromNode reads a proxy's identity from its xDS node. A proxy that
@@ -37,7 +52,7 @@ func ProxyFromNode(node *adspb.Node, clusters []*clusterset.ClusterInfo) (Proxy,
 	if node == nil {
 		return Proxy{}, errors.New("the request carries no node")
 	}
-	p := Proxy{ID: node.GetId()}
+	p := Proxy{ID: node.GetId(), Proxyless: isProxyless(node)}
 	fields := node.GetMetadata().GetFields()
 	if v, ok := fields[MetadataClusterID]; ok {
 		s := v.GetStringValue()

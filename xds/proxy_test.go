@@ -47,3 +47,29 @@ func FuzzProxyFromNode(f *testing.F) {
 		}
 	})
 }
+
+// TestProxyless: gRPC clients of any language are told from Envoy by
+// their user agent or by the client feature every gRPC client sends.
+func TestProxyless(t *testing.T) {
+	for _, tc := range []struct {
+		node *adspb.Node
+		want bool
+	}{
+		{&adspb.Node{Id: "a", UserAgentName: "gRPC Go"}, true},
+		{&adspb.Node{Id: "b", UserAgentName: "gRPC Java"}, true},
+		{&adspb.Node{Id: "c", ClientFeatures: []string{"xds.config.resource-in-sotw", "envoy.lb.does_not_support_overprovisioning"}}, true},
+		{&adspb.Node{Id: "d", UserAgentName: "envoy"}, false},
+		{&adspb.Node{Id: "e"}, false},
+	} {
+		p, err := ProxyFromNode(tc.node, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Proxyless != tc.want || p.View().Proxyless != tc.want {
+			t.Errorf("node %s: proxyless %v, want %v", tc.node.GetId(), p.Proxyless, tc.want)
+		}
+		if got := proxyKind(tc.node, ""); (got == kindGRPC) != tc.want {
+			t.Errorf("node %s: kind %q", tc.node.GetId(), got)
+		}
+	}
+}

@@ -1855,7 +1855,13 @@ type Endpoint struct {
 	// The endpoint's DNS hostname, for headless services.
 	Hostname string `protobuf:"bytes,11,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	// Overrides the cluster's network (from the pod's network label).
-	Network       string `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"`
+	Network string `protobuf:"bytes,12,opt,name=network,proto3" json:"network,omitempty"`
+	// Takes no Istio mutual TLS: no pod behind it, or one neither injected
+	// (security.istio.io/tlsMode: istio) nor in ambient mode. An east-west
+	// gateway forwards only mutual TLS (SNI on 15443, HBONE on 15008), so
+	// such an endpoint is reached on its own network only. False from a
+	// spoke that predates the field: counted as before.
+	Plaintext     bool `protobuf:"varint,13,opt,name=plaintext,proto3" json:"plaintext,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1972,6 +1978,13 @@ func (x *Endpoint) GetNetwork() string {
 		return x.Network
 	}
 	return ""
+}
+
+func (x *Endpoint) GetPlaintext() bool {
+	if x != nil {
+		return x.Plaintext
+	}
+	return false
 }
 
 type EndpointPort struct {
@@ -3080,7 +3093,7 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\x06source\x18\x01 \x01(\x0e2).meshfed.federation.v1alpha1.ExportSourceR\x06source\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12=\n" +
 	"\x06labels\x18\x03 \x03(\v2%.meshfed.federation.v1alpha1.KeyValueR\x06labels\x12G\n" +
-	"\vannotations\x18\x04 \x03(\v2%.meshfed.federation.v1alpha1.KeyValueR\vannotations\"\xc2\x03\n" +
+	"\vannotations\x18\x04 \x03(\v2%.meshfed.federation.v1alpha1.KeyValueR\vannotations\"\xe0\x03\n" +
 	"\bEndpoint\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x18\n" +
@@ -3094,7 +3107,8 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\bworkload\x18\n" +
 	" \x01(\v2(.meshfed.federation.v1alpha1.WorkloadRefR\bworkload\x12\x1a\n" +
 	"\bhostname\x18\v \x01(\tR\bhostname\x12\x18\n" +
-	"\anetwork\x18\f \x01(\tR\anetwork\"\x9c\x01\n" +
+	"\anetwork\x18\f \x01(\tR\anetwork\x12\x1c\n" +
+	"\tplaintext\x18\r \x01(\bR\tplaintext\"\x9c\x01\n" +
 	"\fEndpointPort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12A\n" +
 	"\bprotocol\x18\x02 \x01(\x0e2%.meshfed.federation.v1alpha1.ProtocolR\bprotocol\x12!\n" +

@@ -905,6 +905,9 @@ func (this *Endpoint) EqualVT(that *Endpoint) bool {
 	if this.Network != that.Network {
 		return false
 	}
+	if this.Plaintext != that.Plaintext {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -5266,6 +5269,26 @@ func (m *Endpoint) UnmarshalVTUnsafe(dAtA []byte) error {
 			}
 			m.Network = stringValue
 			iNdEx = postIndex
+		case 13:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Plaintext", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Plaintext = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

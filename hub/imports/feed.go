@@ -276,7 +276,7 @@ func (b Builder) source(c clusterset.ClusterService, headless bool, ports []*fed
 		if here {
 			continue
 		}
-		if headless {
+		if headless || !clusterset.ThroughGateway(e.Endpoint) {
 			continue
 		}
 		if remote == nil {

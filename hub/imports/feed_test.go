@@ -180,6 +180,38 @@ func TestFeed(t *testing.T) {
 
 // A mesh feed (a spoke serving its cluster's istiod) sends every federated
 // service, the MCS imports marked, and the workloads behind the endpoints.
+// TestFeedGatewaysOnlyForMeshTLS: an east-west gateway forwards only
+// Istio mTLS, so a network whose endpoints all take plaintext lists no
+// gateway in the import; once one takes mTLS, the gateway stands for it.
+func TestFeedGatewaysOnlyForMeshTLS(t *testing.T) {
+	f := newFixture(t)
+	f.apply(f.east, eastCluster, []*federationpb.Service{service("echo", false)}, []*federationpb.Endpoint{endpoint("echo", "10.1.0.1")})
+	plain := endpoint("echo", "10.2.0.1")
+	plain.Plaintext = true
+	f.apply(f.west, westCluster, []*federationpb.Service{service("echo", false)}, []*federationpb.Endpoint{plain})
+	serving := make(chan struct{})
+	close(serving)
+	west := func() *federationpb.ImportSource {
+		t.Helper()
+		sets := NewFeed("east", syncproto.ImportsWanted{}, f.reg.Current, serving).Next(1 << 20)
+		for _, src := range byKey(sets[0].GetImports())["demo/echo"].GetSources() {
+			if src.GetCluster() == "west" {
+				return src
+			}
+		}
+		t.Fatal("no source west")
+		return nil
+	}
+	if src := west(); len(src.GetEndpoints()) != 0 || src.GetViaGateway() {
+		t.Errorf("west's plaintext endpoint: source %v, want no gateway", src)
+	}
+	mtls := endpoint("echo", "10.2.0.2")
+	f.apply(f.west, westCluster, []*federationpb.Service{service("echo", false)}, []*federationpb.Endpoint{plain, mtls})
+	if src := west(); len(src.GetEndpoints()) != 1 || !src.GetViaGateway() || src.GetEndpoints()[0].GetAddress() != "192.0.2.10" {
+		t.Errorf("west with an mTLS endpoint: source %v, want its gateway", src)
+	}
+}
+
 func TestMeshFeed(t *testing.T) {
 	f := newFixture(t)
 	labelled := service("web", false)

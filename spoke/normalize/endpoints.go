@@ -162,6 +162,7 @@ func endpoint(in Inputs, clusterNetwork string, svc *federationpb.Service, slice
 		Hostname:    e.Hostname,
 	}
 
+	ep.Plaintext = true // until a pod behind it says otherwise
 	ref := e.Target
 	if ref == (Target{}) {
 		return ep
@@ -179,7 +180,16 @@ func endpoint(in Inputs, clusterNetwork string, svc *federationpb.Service, slice
 		ep.Workload.Uid = string(pod.UID)
 	}
 	ep.Network = networkOverride(in, clusterNetwork, pod, podNamespace)
+	ep.Plaintext = !takesMeshTLS(pod)
 	return ep
+}
+
+// takesMeshTLS reports whether a pod takes Istio mutual TLS: injected
+// (Istio's injector labels it), or in ambient mode (istio-cni annotates
+// it once its traffic is redirected). A pod not known yet does not: its
+// endpoints are renormalized when it arrives.
+func takesMeshTLS(pod *Pod) bool {
+	return pod != nil && (pod.Labels[LabelTLSMode] == "istio" || pod.Annotations[AnnotationAmbientRedirection] == "enabled")
 }
 
 // merge folds another copy of the same address into ep.
@@ -195,6 +205,7 @@ func merge(ep, other *federationpb.Endpoint) {
 	ep.Node = cmp.Or(ep.Node, other.Node)
 	ep.Hostname = cmp.Or(ep.Hostname, other.Hostname)
 	ep.Network = cmp.Or(ep.Network, other.Network)
+	ep.Plaintext = ep.Plaintext && other.Plaintext
 	if ep.Locality == nil {
 		ep.Locality = other.Locality
 	}

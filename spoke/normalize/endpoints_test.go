@@ -65,6 +65,7 @@ func pbEndpoint(addr, pod string, edit ...func(*pb.Endpoint)) *pb.Endpoint {
 		Node:      "node-a",
 		Locality:  localityA,
 		Workload:  &pb.WorkloadRef{Kind: "Pod", Name: pod, Uid: "uid-" + pod},
+		Plaintext: true, // no pod known
 	}
 	for _, e := range edit {
 		e(ep)
@@ -195,7 +196,7 @@ func TestEndpoints(t *testing.T) {
 					{Protocol: pb.Protocol_PROTOCOL_UDP, Port: 53},
 					{Protocol: pb.Protocol_PROTOCOL_TCP, Port: 8080},
 				},
-				Ready: true, Serving: true, Node: "gone", Locality: &pb.Locality{Zone: "z1"},
+				Ready: true, Serving: true, Node: "gone", Locality: &pb.Locality{Zone: "z1"}, Plaintext: true,
 			}},
 		},
 		{
@@ -216,6 +217,26 @@ func TestEndpoints(t *testing.T) {
 				pbEndpoint("10.0.0.1", "a", func(e *pb.Endpoint) { e.Workload.Uid = "pod-uid" }),
 				pbEndpoint("10.0.0.2", "b", func(e *pb.Endpoint) { e.Workload.Uid = "" }),
 				pbEndpoint("10.0.0.3", "vm", func(e *pb.Endpoint) { e.Workload = &pb.WorkloadRef{Kind: "WorkloadEntry", Name: "vm", Uid: "we-uid"} }),
+			},
+		},
+		{
+			name: "mesh TLS from the pod: injected or ambient; a plain pod, an unknown one or no pod takes plaintext",
+			in: inputs(nodeA,
+				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "injected", UID: "uid-injected", Labels: map[string]string{normalize.LabelTLSMode: "istio"}}},
+				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "ambient", UID: "uid-ambient", Annotations: map[string]string{normalize.AnnotationAmbientRedirection: "enabled"}}},
+				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "disabled", UID: "uid-disabled", Labels: map[string]string{normalize.LabelTLSMode: "disabled"}}},
+				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "plain", UID: "uid-plain"}},
+				slice("cart-1", discoveryv1.AddressTypeIPv4, httpPort(8080),
+					podEndpoint("10.0.0.1", "injected"), podEndpoint("10.0.0.2", "ambient"), podEndpoint("10.0.0.3", "disabled"),
+					podEndpoint("10.0.0.4", "plain"), podEndpoint("10.0.0.5", "unknown"),
+				)),
+			svc: cart,
+			want: []*pb.Endpoint{
+				pbEndpoint("10.0.0.1", "injected", func(e *pb.Endpoint) { e.Plaintext = false }),
+				pbEndpoint("10.0.0.2", "ambient", func(e *pb.Endpoint) { e.Plaintext = false }),
+				pbEndpoint("10.0.0.3", "disabled"),
+				pbEndpoint("10.0.0.4", "plain"),
+				pbEndpoint("10.0.0.5", "unknown"),
 			},
 		},
 	}

@@ -116,7 +116,7 @@ func assign(s *clusterset.ServiceView, port *federationpb.ServicePort, view View
 		}
 		for _, ep := range c.Endpoints {
 			serving := clusterset.ServingOf(ep.Endpoint)
-			if serving == clusterset.NotServed {
+			if serving == clusterset.NotServed || serving == clusterset.Draining && view.Proxyless {
 				continue
 			}
 			target, ok := endpointPort(ep.Endpoint, port)
@@ -125,6 +125,9 @@ func assign(s *clusterset.ServiceView, port *federationpb.ServicePort, view View
 			}
 			loc := clusterset.LocalityOf(ep.GetLocality())
 			if ep.Network != view.Network {
+				if !clusterset.ThroughGateway(ep.Endpoint) {
+					continue
+				}
 				r := remote[ep.Network]
 				if r == nil {
 					r = &clusterset.Behind{}
@@ -452,8 +455,8 @@ func Localities(s *clusterset.ServiceView) []Locality {
 
 // AppendAssignmentKey appends to dst the key of what of view the load
 // assignments of a service whose endpoints are in locs (see Localities)
-// depend on: an assignment reads the view only through its network and the
-// order of the ranks of the endpoint localities (its priorities are the
+// depend on: an assignment reads the view only through its network, its
+// being proxyless, and the order of the ranks of the endpoint localities (its priorities are the
 // ranks in use, renumbered), so two views with one key get identical
 // assignments. Proxies in many zones see a service in a few ways (same
 // zone, same region, elsewhere as one of its clusters'), so the hub builds
@@ -465,6 +468,9 @@ func Localities(s *clusterset.ServiceView) []Locality {
 func AppendAssignmentKey(dst []byte, locs []Locality, view View) []byte {
 	b := builder{view: view}
 	dst = append(dst, view.Network...)
+	if view.Proxyless {
+		dst = append(dst, 0, 'g')
+	}
 	dst = append(dst, 0)
 	start := len(dst)
 	var used [numRanks]bool

@@ -60,6 +60,9 @@ func notReady(e *federationpb.Endpoint) { e.Ready, e.Serving = false, false }
 
 func terminating(e *federationpb.Endpoint) { e.Ready, e.Serving, e.Terminating = false, true, true }
 
+// plaintext: the endpoint's pod takes no Istio mTLS.
+func plaintext(e *federationpb.Endpoint) { e.Plaintext = true }
+
 func terminated(e *federationpb.Endpoint) { e.Ready, e.Serving, e.Terminating = false, false, true }
 
 func subzone(sz string) func(*federationpb.Endpoint) {
@@ -114,4 +117,11 @@ func cluster(id federation.ClusterID, network federation.NetworkID, gws ...*fede
 
 func view(network federation.NetworkID, region, zone, sz string) View {
 	return View{Network: network, Locality: Locality{Region: region, Zone: zone, Subzone: sz}}
+}
+
+// grpcView is a gRPC client's view.
+func grpcView(network federation.NetworkID, region, zone string) View {
+	v := view(network, region, zone, "")
+	v.Proxyless = true
+	return v
 }

@@ -271,7 +271,7 @@ func goldenCases() []goldenCase {
 				export("west", "net-west", svc, pod("10.2.0.1", "r1", "z1", terminating), pod("10.2.0.2", "r1", "z1", notReady)),
 			),
 			clusters: []*clusterset.ClusterInfo{cluster("east", "net-east"), cluster("west", "net-west", gateway("192.0.2.10", 15443, tls))},
-			views:    []namedView{{"east", view("net-east", "r1", "z1", "")}},
+			views:    []namedView{{"east", view("net-east", "r1", "z1", "")}, {"east-grpc", grpcView("net-east", "r1", "z1")}},
 			check: func(t *testing.T, out *output) {
 				t.Helper()
 				if diff := cmp.Diff(map[string]string{
@@ -281,6 +281,81 @@ func goldenCases() []goldenCase {
 				}, health(out.find(t, "east", echo8080))); diff != "" {
 					t.Errorf("health (-want +got):\n%s", diff)
 				}
+				// A gRPC client would ignore every draining entry.
+				if diff := cmp.Diff(map[string]string{"10.1.0.1:9090": "HEALTHY"}, health(out.find(t, "east-grpc", echo8080))); diff != "" {
+					t.Errorf("gRPC client's health (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			// A locality holding only a draining endpoint is a priority of
+			// its own: Envoy spills over it (none healthy); for a gRPC
+			// client, which ignores DRAINING, it would be an empty priority
+			// shifting every later one.
+			name: "draining-priorities",
+			service: merged(
+				export("east", "net-east", svc, pod("10.1.0.1", "r1", "z1", terminating), pod("10.1.0.2", "r1", "z2")),
+				export("west", "net-west", svc, pod("10.2.0.1", "r2", "z9")),
+			),
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-east"), cluster("west", "net-west", gateway("192.0.2.10", 15443, tls))},
+			views:    []namedView{{"envoy", view("net-east", "r1", "z1", "")}, {"grpc", grpcView("net-east", "r1", "z1")}},
+			check: func(t *testing.T, out *output) {
+				t.Helper()
+				if diff := cmp.Diff(map[string]uint32{"10.1.0.1": 0, "10.1.0.2": 1, "192.0.2.10": 2}, priorities(out.find(t, "envoy", echo8080))); diff != "" {
+					t.Errorf("Envoy's priorities (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(map[string]uint32{"10.1.0.2": 0, "192.0.2.10": 1}, priorities(out.find(t, "grpc", echo8080))); diff != "" {
+					t.Errorf("gRPC client's priorities (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			// An east-west gateway forwards only Istio mTLS: endpoints that
+			// take plaintext weigh nothing behind it, and a network with
+			// only such has no gateway entry at all.
+			name: "plaintext-behind-gateway",
+			service: merged(
+				export("east", "net-east", svc, pod("10.1.0.1", "r1", "z1")),
+				export("west", "net-west", svc, pod("10.2.0.1", "r1", "z1"), pod("10.2.0.2", "r1", "z1"), pod("10.2.0.3", "r1", "z1", plaintext)),
+				export("south", "net-south", svc, pod("10.3.0.1", "r1", "z1", plaintext)),
+			),
+			clusters: []*clusterset.ClusterInfo{
+				cluster("east", "net-east"),
+				cluster("west", "net-west", gateway("192.0.2.10", 15443, tls)),
+				cluster("south", "net-south", gateway("192.0.2.30", 15443, tls)),
+			},
+			views: []namedView{{"east", view("net-east", "r1", "z1", "")}, {"west", view("net-west", "r1", "z1", "")}},
+			check: func(t *testing.T, out *output) {
+				t.Helper()
+				if diff := cmp.Diff(map[string]uint32{"10.1.0.1:9090": 1, "192.0.2.10:15443": 2}, weights(out.find(t, "east", echo8080))); diff != "" {
+					t.Errorf("east's weights (-want +got):\n%s", diff)
+				}
+				// On its own network a plaintext endpoint is reached directly.
+				if w := weights(out.find(t, "west", echo8080)); w["10.2.0.3:9090"] != 1 {
+					t.Errorf("west's weights %v lack its own plaintext endpoint", w)
+				}
+			},
+		},
+		{
+			// A gateway standing for several equally near localities goes
+			// into the one holding most of its endpoints, not the smallest
+			// name, which may be the unlabelled locality of direct
+			// endpoints.
+			name: "gateway-locality",
+			service: merged(
+				export("east", "net-east", svc, pod("10.1.0.1", "", "")),
+				export("west", "net-west", svc, pod("10.2.0.1", "", ""), pod("10.2.0.2", "r2", "z3"), pod("10.2.0.3", "r2", "z3")),
+			),
+			clusters: []*clusterset.ClusterInfo{cluster("east", "net-east"), cluster("west", "net-west", gateway("192.0.2.10", 15443, tls))},
+			views:    []namedView{{"anywhere", view("net-east", "", "", "")}},
+			check: func(t *testing.T, out *output) {
+				t.Helper()
+				cla := out.find(t, "anywhere", echo8080)
+				forEachEndpoint(cla, func(l *endpointv3.LocalityLbEndpoints, e *endpointv3.LbEndpoint) {
+					if hostPort(e) == "192.0.2.10:15443" && (l.GetLocality().GetRegion() != "r2" || l.GetLocality().GetZone() != "z3") {
+						t.Errorf("the gateway is in locality %v, want r2/z3", l.GetLocality())
+					}
+				})
 			},
 		},
 		{

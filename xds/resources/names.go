@@ -83,18 +83,29 @@ func normalProtocol(p federationpb.Protocol) federationpb.Protocol {
 type Locality = clusterset.Locality
 
 // View is what makes one proxy's endpoints differ from another's: its
-// network and locality. Proxies with equal Views share EDS.
+// network, its locality, and whether it is a gRPC client. Proxies with
+// equal Views share EDS.
 type View struct {
 	Network  federation.NetworkID
 	Locality Locality
+	// Proxyless: a gRPC client, which uses only HEALTHY and UNKNOWN
+	// endpoints (gRFC A27). It is sent no draining endpoint: one would be
+	// ignored, and a priority holding only such would be an empty one.
+	// Envoy is sent them DRAINING, so that it lets their requests finish.
+	Proxyless bool
 }
 
-// Key is a stable string key of v, "network/region/zone/subzone". Each part
-// is path-escaped: proxies report these values in node metadata, unchecked,
-// and a "/" inside one must not make two Views share a key.
+// Key is a stable string key of v, "network/region/zone/subzone", with
+// "/grpc" after it for a proxyless view. Each part is path-escaped:
+// proxies report these values in node metadata, unchecked, and a "/"
+// inside one must not make two Views share a key.
 func (v View) Key() string {
-	return url.PathEscape(string(v.Network)) + "/" +
+	k := url.PathEscape(string(v.Network)) + "/" +
 		url.PathEscape(v.Locality.Region) + "/" +
 		url.PathEscape(v.Locality.Zone) + "/" +
 		url.PathEscape(v.Locality.Subzone)
+	if v.Proxyless {
+		k += "/grpc"
+	}
+	return k
 }
