@@ -222,7 +222,9 @@ func MergeService(parts []ClusterService) *ServiceView {
 				differ[j] = append(differ[j], p.Cluster)
 			}
 		}
-		clash := false
+		// MCS asks every export to report a conflict when the exports'
+		// port sets differ at all, the import taking their union.
+		clash := !samePorts(oldest.GetPorts(), p.Service.GetPorts())
 		for _, port := range p.Service.GetPorts() {
 			num := fmt.Sprintf("%s/%d", port.GetProtocol(), port.GetPort())
 			prev, named := byName[port.GetName()]
@@ -251,8 +253,8 @@ func MergeService(parts []ClusterService) *ServiceView {
 		v.Conflicts = append(v.Conflicts, Conflict{
 			Reason:   ReasonPortConflict,
 			Clusters: portConflict,
-			Message: fmt.Sprintf("cluster%s exports a port that differs in number, protocol or app protocol from the oldest export's port of the same name or number (cluster %s, %s); the oldest export's port is the import's",
-				joinClusters(portConflict), first.Cluster, portsString(oldest.GetPorts())),
+			Message: fmt.Sprintf("cluster%s exports other ports than the oldest export (cluster %s: %s); the import takes every export's ports, the oldest export's where two differ in number, protocol or app protocol under one name or number (import: %s)",
+				joinClusters(portConflict), first.Cluster, portsString(oldest.GetPorts()), portsString(v.Ports)),
 		})
 	}
 	for j, prop := range properties {
@@ -404,6 +406,24 @@ func keyValuesString(kvs []*federationpb.KeyValue) string {
 		keys[i] = kv.GetKey()
 	}
 	return "keys " + strings.Join(keys, ",")
+}
+
+// samePorts reports whether two exports' port lists hold the same ports
+// as an import sees them (name, protocol, app protocol and number; target
+// ports are each cluster's own), in any order.
+func samePorts(a, b []*federationpb.ServicePort) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, p := range a {
+		if !slices.ContainsFunc(b, func(q *federationpb.ServicePort) bool {
+			return p.GetName() == q.GetName() && p.GetProtocol() == q.GetProtocol() &&
+				p.GetAppProtocol() == q.GetAppProtocol() && p.GetPort() == q.GetPort()
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 func portsString(ports []*federationpb.ServicePort) string {

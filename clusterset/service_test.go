@@ -65,6 +65,29 @@ func TestMergeService(t *testing.T) {
 			t.Errorf("conflicts %+v, want a port conflict of west", v.Conflicts)
 		}
 	})
+	t.Run("ports sets that differ: the union, and a conflict (MCS conformance)", func(t *testing.T) {
+		v := MergeService([]ClusterService{
+			export("east", time.Hour, nil),
+			export("west", 0, func(s *federationpb.Service) {
+				s.Ports = append(s.Ports, &federationpb.ServicePort{Name: "stcp", Protocol: federationpb.Protocol_PROTOCOL_SCTP, Port: 142})
+			}),
+		})
+		if len(v.Ports) != 2 {
+			t.Errorf("ports %v, want the union of both exports'", v.Ports)
+		}
+		if len(v.Conflicts) != 1 || v.Conflicts[0].Reason != ReasonPortConflict || !slices.Equal(v.Conflicts[0].Clusters, []federation.ClusterID{"west"}) {
+			t.Errorf("conflicts %+v, want a port conflict of west", v.Conflicts)
+		}
+	})
+	t.Run("target ports are each cluster's own: no conflict", func(t *testing.T) {
+		v := MergeService([]ClusterService{
+			export("east", time.Hour, nil),
+			export("west", 0, func(s *federationpb.Service) { s.Ports[0].TargetPort, s.Ports[0].TargetPortName = 0, "grpc-alt" }),
+		})
+		if len(v.Conflicts) != 0 {
+			t.Errorf("conflicts %+v, want none", v.Conflicts)
+		}
+	})
 	t.Run("label exports have no clusterset hostname", func(t *testing.T) {
 		v := MergeService([]ClusterService{export("east", 0, func(s *federationpb.Service) {
 			s.Export.Source = federationpb.ExportSource_EXPORT_SOURCE_LABEL

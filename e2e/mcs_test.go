@@ -452,6 +452,29 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 		}
 	})
 
+	t.Run("port sets that only add to each other: the union, and a conflict on each export", func(t *testing.T) {
+		// The MCS conformance suite's case: the second export has the
+		// first's port and an SCTP one.
+		tcp := corev1.ServicePort{Name: "tcp", Port: 42, TargetPort: intstr.FromInt32(42), Protocol: corev1.ProtocolTCP}
+		export(t, east, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{tcp}}}, nil)
+		testwait.ForState(t, "hello imported into west", func() (bool, string) {
+			_, ok := serviceImport(t, west, "hello")
+			return ok, ""
+		})
+		export(t, west, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hello"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			tcp, {Name: "stcp", Port: 142, TargetPort: intstr.FromInt32(142), Protocol: corev1.ProtocolSCTP},
+		}}}, nil)
+		for name, c := range map[string]*kubetest.Cluster{"east": east, "west": west} {
+			testwait.ForState(t, name+"'s hello: both ports, and a conflict", func() (bool, string) {
+				si, ok := serviceImport(t, c, "hello")
+				cond := exportCondition(t, c, "hello", "Conflict")
+				return ok && slices.Equal(portsOf(si), []string{"stcp/142/SCTP", "tcp/42/TCP"}) &&
+						cond.Status == metav1.ConditionTrue && cond.Reason == "PortConflict",
+					fmt.Sprintf("import %+v, condition %+v", si, cond)
+			})
+		}
+	})
+
 	t.Run("a spoke restart writes nothing and removes nothing", func(t *testing.T) {
 		before := meshfedObjects(t, west)
 		f.spokes["west"]()
