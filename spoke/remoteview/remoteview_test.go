@@ -255,10 +255,14 @@ func TestServer(t *testing.T) {
 	if members, _ := s.Members(); len(members) != 0 {
 		t.Errorf("members %v after west went", members)
 	}
-	pods, err := c.CoreV1().Pods("demo").List(t.Context(), metav1.ListOptions{})
-	if err != nil || len(pods.Items) != 0 {
-		t.Errorf("west's pods after it went: %v, %v", pods, err)
-	}
+	// The member set changes before the view is emptied: wait for it.
+	testwait.ForState(t, "west's view emptied", func() (bool, string) {
+		pods, err := c.CoreV1().Pods("demo").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprint(len(pods.Items))
+	})
 }
 
 // TestTouched: the members whose views a later set changes: an import's
