@@ -18,6 +18,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/internal/kubetest"
@@ -48,6 +49,9 @@ func TestChartsOnAPIServer(t *testing.T) {
 	api := newAPIServer(t, kubetest.Start(t, 1)[0])
 	api.installCRDs(t, filepath.Join("testdata", "apply-cert-manager-certificates.crd.yaml"))
 	api.installCRDs(t, filepath.Join("testdata", "apply-prometheus-operator.crd.yaml"))
+	// Before the renderings: the one that creates ClusterProperties also
+	// installs their CRD, which must be served before they can be applied.
+	api.installCRDs(t, filepath.Join("meshfed-spoke", "files", "about.k8s.io_clusterproperties.yaml"))
 	h := newHelm(t)
 	api.createNamespace(t, namespace)
 
@@ -65,12 +69,24 @@ func TestChartsOnAPIServer(t *testing.T) {
 		{"spoke-podmonitor", "meshfed-spoke"},
 		{"spoke-hub-list", "meshfed-spoke"},
 		{"spoke-mcp", "meshfed-spoke"},
+		{"spoke-about", "meshfed-spoke"},
 		{"spoke", "meshfed-spoke"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := renderChart(t, h, c.name, c.chart)
 			api.applyRendered(t, out)
 			api.checkStored(t, parse(t, out))
+			// The properties name cluster east of clusterset prod: the
+			// spokes below, each of a cluster of its own, would refuse to
+			// start. The chart keeps them on uninstall; delete them.
+			for _, p := range parse(t, out).clusterProperties {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(p.GroupVersionKind())
+				u.SetName(p.Name)
+				if err := api.resource(t, u).Delete(t.Context(), p.Name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
 		})
 	}
 

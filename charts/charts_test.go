@@ -61,6 +61,7 @@ func TestCharts(t *testing.T) {
 		{name: "spoke", chart: "meshfed-spoke", check: checkSpoke},
 		{name: "spoke-hub-list", chart: "meshfed-spoke", check: checkSpokeHubList},
 		{name: "spoke-mcp", chart: "meshfed-spoke", check: checkSpokeMCP},
+		{name: "spoke-about", chart: "meshfed-spoke", check: checkSpokeAbout},
 		{name: "spoke-bad-mcp-replicas", chart: "meshfed-spoke", wantErr: "mcp.enabled needs a single spoke pod"},
 		{name: "spoke-remote-views", chart: "meshfed-spoke", check: checkSpokeRemoteViews},
 		{name: "spoke-bad-remote-views-replicas", chart: "meshfed-spoke", wantErr: "remoteViews.enabled needs a single spoke pod"},

@@ -32,6 +32,8 @@ type rendered struct {
 	crds         []apiextensionsv1.CustomResourceDefinition
 	netpols      []networkingv1.NetworkPolicy
 	podMonitors  []podMonitor
+	// clusterProperties are the About API's (KEP-2149).
+	clusterProperties []clusterProperty
 	// prometheusRules are the hub's alerts.
 	prometheusRules []prometheusRule
 	// objects is every object's metadata, and sources the template each
@@ -88,6 +90,8 @@ func parse(t *testing.T, out string) rendered {
 			obj = decode(t, doc, &r.podMonitors)
 		case "PrometheusRule":
 			obj = decode(t, doc, &r.prometheusRules)
+		case "ClusterProperty":
+			obj = decode(t, doc, &r.clusterProperties)
 		default:
 			t.Fatalf("unexpected kind %s (add it to parse):\n%s", meta.Kind, doc)
 		}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -19,7 +20,8 @@ import (
 // spokeRules is every permission the spoke may have: what spoke/source/kube
 // lists and watches, and what spoke/writeback writes: the ServiceExport
 // status, the Events of the objects the spoke rejects, and the imports
-// (ServiceImports, their status, the MCS EndpointSlices).
+// (ServiceImports, their status, the MCS EndpointSlices); and the two
+// well-known About API properties it reads at start.
 var spokeRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"services", "pods", "nodes", "namespaces"}, Verbs: []string{"list", "watch"}},
 	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch", "create", "update", "delete"}},
@@ -28,6 +30,10 @@ var spokeRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports"}, Verbs: []string{"list", "watch", "create", "update", "delete"}},
 	{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports/status"}, Verbs: []string{"update"}},
 	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+	{
+		APIGroups: []string{"about.k8s.io"}, Resources: []string{"clusterproperties"},
+		ResourceNames: []string{"cluster.clusterset.k8s.io", "clusterset.k8s.io"}, Verbs: []string{"get"},
+	},
 }
 
 func checkSpokeHubList(t *testing.T, r rendered) {
@@ -295,5 +301,54 @@ func checkSpokeRemoteViews(t *testing.T, r rendered) {
 	if len(r.netpols) != 1 || len(r.netpols[0].Spec.Ingress) != 1 ||
 		r.netpols[0].Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "istio-system" {
 		t.Errorf("NetworkPolicy %+v, want the views' port open to istio-system", r.netpols)
+	}
+}
+
+// clusterProperty is an About API ClusterProperty.
+type clusterProperty struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Value string `json:"value"`
+	} `json:"spec"`
+}
+
+// checkSpokeAbout: the chart installs the About API's CRD, as the spoke's
+// tests install it, and creates the cluster's two well-known properties,
+// each kept on uninstall; the spoke may get exactly those.
+func checkSpokeAbout(t *testing.T, r rendered) {
+	t.Helper()
+	want, err := os.ReadFile(filepath.Join("..", "internal", "kubetest", "aboutcrds", "about.k8s.io_clusterproperties.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join("meshfed-spoke", "files", "about.k8s.io_clusterproperties.yaml"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the chart's ClusterProperty CRD differs from internal/kubetest's (%v): copy it", err)
+	}
+	if len(r.crds) != 1 || r.crds[0].Name != "clusterproperties.about.k8s.io" || r.crds[0].Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("CRDs %v, want the ClusterProperty CRD, kept", r.crds)
+	}
+	props := map[string]string{}
+	for _, p := range r.clusterProperties {
+		props[p.Name] = p.Spec.Value
+		if p.Annotations["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("ClusterProperty %s is not kept on uninstall", p.Name)
+		}
+	}
+	if len(props) != 2 || props["cluster.clusterset.k8s.io"] != "east" || props["clusterset.k8s.io"] != "prod" {
+		t.Errorf("ClusterProperties %v, want cluster.clusterset.k8s.io=east and clusterset.k8s.io=prod", props)
+	}
+	granted := false
+	for _, g := range rbacGrants(r.clusterRoles[0].Rules) {
+		if g.resource == "clusterproperties" {
+			granted = granted || g.verb == "get" && (g.name == "cluster.clusterset.k8s.io" || g.name == "clusterset.k8s.io")
+			if g.verb != "get" || g.name == "" {
+				t.Errorf("the ClusterRole grants %s: more than getting the two properties", g)
+			}
+		}
+	}
+	if !granted {
+		t.Error("the ClusterRole grants no get on the About API's properties")
 	}
 }

@@ -135,7 +135,7 @@ func runElectingSpoke(t *testing.T, f *kubeFleet, identity string) *electingSpok
 	le.Enabled, le.Namespace, le.Identity = true, "meshfed", identity
 	le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 3*time.Second, 2*time.Second, 250*time.Millisecond
 	msgs := &logMessages{}
-	s, err := spoke.New(cfg, slog.New(msgs))
+	s, err := spoke.New(t.Context(), cfg, slog.New(msgs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -435,7 +435,7 @@ func procStatusBytes(b *testing.B, pid int, fields ...string) []int64 {
 // test ends).
 func runSpokeWith(t *testing.T, cfg spoke.Config) (stop func()) {
 	t.Helper()
-	s, err := spoke.New(cfg, testLogger(t))
+	s, err := spoke.New(t.Context(), cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +576,7 @@ func (f *fleet) startSpoke(t *testing.T, cluster, network, manifests string) {
 	cfg.ClusterID, cfg.Network, cfg.Manifests = cluster, network, manifests
 	cfg.Hub, cfg.ServerName = f.hub.FederationAddr().String(), "localhost"
 	cfg.CertFile, cfg.KeyFile, cfg.CAFile = filepath.Join(f.certs, cluster+".crt"), filepath.Join(f.certs, cluster+".key"), filepath.Join(f.certs, "ca.crt")
-	s, err := spoke.New(cfg, testLogger(t))
+	s, err := spoke.New(t.Context(), cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,10 @@ type Config struct {
 	Insecure bool
 	// TrustDomain of the spoke identities spiffe://<td>/meshfed/cluster/<id>.
 	TrustDomain string
+	// Clusterset names the clusterset the hub serves: a spoke whose
+	// cluster's About API names another (ClusterProperty clusterset.k8s.io)
+	// is refused. Empty: no spoke is refused for its clusterset.
+	Clusterset string
 	// MaxMessageBytes bounds every federation message in both directions.
 	MaxMessageBytes int
 	// Limits caps each cluster's shard.
@@ -141,6 +145,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CAFile, "tls-ca", c.CAFile, "the CA that signs spoke certificates (PEM)")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "serve plaintext and trust each spoke's claimed cluster (local testing only)")
 	fs.StringVar(&c.TrustDomain, "trust-domain", c.TrustDomain, "trust domain of spoke identities spiffe://<trust-domain>/meshfed/cluster/<id>")
+	fs.StringVar(&c.Clusterset, "clusterset", c.Clusterset, `the clusterset this hub serves: a spoke whose cluster's About API (ClusterProperty clusterset.k8s.io) names another is refused ("": none is)`)
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest federation message accepted or sent")
 	fs.IntVar(&c.Limits.MaxServices, "max-services-per-cluster", c.Limits.MaxServices, "cap on a cluster's exported services (0: none)")
 	fs.IntVar(&c.Limits.MaxEndpoints, "max-endpoints-per-cluster", c.Limits.MaxEndpoints, "cap on a cluster's endpoints (0: none)")

@@ -128,7 +128,7 @@ func New(cfg Config, log *slog.Logger) (*Hub, error) {
 		opts = append(opts, grpc.Creds(observe("federation", tlsLog)(credentials.NewTLS(pki.NewServerConfig(kp, cas)))))
 	}
 	srv := ingest.NewServer(ingest.Config{
-		MaxMessageBytes: cfg.MaxMessageBytes, HubID: cfg.ID, Build: version.Version(),
+		MaxMessageBytes: cfg.MaxMessageBytes, HubID: cfg.ID, Build: version.Version(), Clusterset: cfg.Clusterset,
 		Imports: func(id federation.ClusterID, want syncproto.ImportsWanted) syncproto.ImportsFeed {
 			return imports.NewFeed(id, want, reg.Current, serving)
 		},

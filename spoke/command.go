@@ -19,7 +19,7 @@ func Command(ctx context.Context, name string, args []string, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	s, err := New(cfg, log)
+	s, err := New(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -148,7 +148,7 @@ func DefaultConfig() Config {
 
 // AddFlags declares the spoke's flags, defaulting to c's values.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "this cluster's ID (a DNS label, unique in the clusterset; must match the certificate)")
+	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "this cluster's ID (a DNS label, unique in the clusterset; must match the certificate). Default: the cluster's About API, ClusterProperty cluster.clusterset.k8s.io, which it must agree with when both are given")
 	fs.StringVar(&c.Network, "network", c.Network, "this cluster's default network (the system namespace's topology.istio.io/network label overrides it)")
 	fs.StringVar(&c.TrustDomain, "trust-domain", c.TrustDomain, "this cluster's trust domain")
 	fs.StringVar(&c.Hub, "hub", c.Hub, "the hub's federation address, host:port; a comma-separated list, or a name with an address per replica (a headless Service): the spoke streams to every replica")
@@ -192,8 +192,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 // Validate reports the problems in c.
 func (c Config) Validate() error {
 	var errs []error
-	if c.ClusterID == "" {
-		errs = append(errs, errors.New("--cluster-id is required"))
+	if c.ClusterID == "" && c.Manifests != "" {
+		// A Kubernetes source may read it from the cluster's About API.
+		errs = append(errs, errors.New("--cluster-id is required with --manifests"))
 	}
 	if c.Hub == "" {
 		errs = append(errs, errors.New("--hub is required"))

@@ -109,7 +109,7 @@ func TestServeDebugGuard(t *testing.T) {
 func TestSpokeMetrics(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ClusterID, cfg.Network, cfg.Hub, cfg.Insecure, cfg.Manifests = "east", "n1", "127.0.0.1:1", true, t.TempDir()
-	s, err := New(cfg, slog.New(slog.DiscardHandler))
+	s, err := New(t.Context(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/meshfed/meshfed/internal/kubetest"
 	"github.com/meshfed/meshfed/internal/testlog"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { kubetest.Main(m) }
 
 // TestRunLogsStopping: a spoke asked to stop says so, with the reason,
 // before it stops.
@@ -20,7 +19,7 @@ func TestRunLogsStopping(t *testing.T) {
 	var logs testlog.Buffer
 	cfg := DefaultConfig()
 	cfg.ClusterID, cfg.Network, cfg.Hub, cfg.Insecure, cfg.Manifests = "east", "n1", "127.0.0.1:1", true, t.TempDir()
-	s, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	s, err := New(t.Context(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

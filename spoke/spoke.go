@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,6 +29,7 @@ import (
 	"github.com/meshfed/meshfed/internal/memlimit"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/version"
+	"github.com/meshfed/meshfed/spoke/about"
 	"github.com/meshfed/meshfed/spoke/imports"
 	"github.com/meshfed/meshfed/spoke/kubeclient"
 	"github.com/meshfed/meshfed/spoke/mcp"
@@ -42,11 +44,13 @@ import (
 
 // Spoke is a configured spoke, ready to run.
 type Spoke struct {
-	cfg     Config
-	log     *slog.Logger
-	tracker *shard.Tracker
-	builder *shard.Builder
-	source  source
+	cfg Config
+	// clusterset is the one the cluster's About API names ("": none).
+	clusterset string
+	log        *slog.Logger
+	tracker    *shard.Tracker
+	builder    *shard.Builder
+	source     source
 	// writeBack writes into the cluster what the spoke and the clusterset
 	// decided; nil for the file source, which writes nothing.
 	writeBack *writeback.WriteBack
@@ -102,9 +106,18 @@ var (
 	_ source = (*kube.Source)(nil)
 )
 
-// New builds a spoke from cfg. It does not connect yet.
-func New(cfg Config, log *slog.Logger) (*Spoke, error) {
+// New builds a spoke from cfg. It does not connect yet; it reads the
+// cluster's About API (bounded by ctx and aboutTimeout).
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Spoke, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	props, err := readAbout(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	flagID := cfg.ClusterID
+	if cfg.ClusterID, err = about.ResolveClusterID(cfg.ClusterID, props); err != nil {
 		return nil, err
 	}
 	if err := federation.ValidateCluster(&federationpb.Cluster{Id: cfg.ClusterID, Network: cfg.Network, TrustDomain: cfg.TrustDomain}); err != nil {
@@ -114,8 +127,11 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	var kp *pki.KeyPair
 	var cas *pki.Bundle
 	if !cfg.Insecure {
-		var err error
 		if kp, cas, err = loadTLS(cfg, log.With("component", "tls")); err != nil {
+			if props.ClusterID != "" {
+				// Name every source of the cluster's ID.
+				return nil, fmt.Errorf("ClusterProperty %s %q, --cluster-id %q: %w", about.ClusterIDProperty, props.ClusterID, flagID, err)
+			}
 			return nil, err
 		}
 	}
@@ -146,18 +162,19 @@ func New(cfg Config, log *slog.Logger) (*Spoke, error) {
 	}
 	t := shard.NewTracker()
 	s := &Spoke{
-		cfg:       cfg,
-		log:       log,
-		tracker:   t,
-		builder:   shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), builderOptions(wb, metrics)...),
-		source:    src,
-		writeBack: wb,
-		metrics:   metrics,
-		keyPair:   kp,
-		cas:       cas,
-		election:  el,
-		imports:   store,
-		writes:    writes != nil,
+		cfg:        cfg,
+		clusterset: props.Clusterset,
+		log:        log,
+		tracker:    t,
+		builder:    shard.NewBuilder(cfg.normalizeOptions(), t, log.With("component", "builder"), builderOptions(wb, metrics)...),
+		source:     src,
+		writeBack:  wb,
+		metrics:    metrics,
+		keyPair:    kp,
+		cas:        cas,
+		election:   el,
+		imports:    store,
+		writes:     writes != nil,
 	}
 	if cfg.MCPAddr != "" {
 		s.mcp, err = mcp.New(mcp.Config{
@@ -252,7 +269,7 @@ func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, member
 	return &link{
 		conn: conn, stream: stream, metrics: metrics, imports: il,
 		Uplink: uplink.New(uplink.Config{
-			ClusterID: s.cfg.ClusterID, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members, Imports: ilink, WritesImports: s.writes, Mesh: s.mcp != nil, RemoteViews: s.views != nil,
+			ClusterID: s.cfg.ClusterID, Clusterset: s.clusterset, Build: s.cfg.Build, Hub: addr, Metrics: metrics, Members: members, Imports: ilink, WritesImports: s.writes, Mesh: s.mcp != nil, RemoteViews: s.views != nil,
 			MaxMessageBytes: s.cfg.MaxMessageBytes, AckTimeout: s.cfg.AckTimeout,
 			FullAcked: func() {
 				s.ready.Store(true)
@@ -262,6 +279,41 @@ func (s *Spoke) openHub(addr, serverName string, metrics *uplink.Metrics, member
 			},
 		}, stream, dial, log),
 	}, nil
+}
+
+// aboutTimeout bounds the start's reads of the About API.
+const aboutTimeout = 30 * time.Second
+
+// readAbout reads the cluster's About API, for a Kubernetes source. A spoke
+// given --cluster-id starts when the API cannot be read (the API server is
+// down, or the spoke may not read ClusterProperties), with a warning: its
+// caches wait for the API server anyway.
+func readAbout(ctx context.Context, cfg Config, log *slog.Logger) (about.Properties, error) {
+	if cfg.Manifests != "" {
+		return about.Properties{}, nil
+	}
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return about.Properties{}, err
+	}
+	clients, err := kubeclient.New(rc, kubeclient.Options{})
+	if err != nil {
+		return about.Properties{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, aboutTimeout)
+	defer cancel()
+	p, err := about.Read(ctx, clients.Core)
+	if err != nil {
+		if cfg.ClusterID == "" {
+			return about.Properties{}, fmt.Errorf("no --cluster-id, and the cluster's About API cannot be read: %w", err)
+		}
+		log.Warn("the cluster's About API cannot be read: going on with --cluster-id, unchecked", "err", err)
+		return about.Properties{}, nil
+	}
+	if p != (about.Properties{}) {
+		log.Info("the cluster's About API", "cluster_id", p.ClusterID, "clusterset", p.Clusterset)
+	}
+	return p, nil
 }
 
 // loadTLS loads the spoke's key pair and the hub's CA bundle, and checks

@@ -113,7 +113,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		scfg.ServerName = "localhost"
 		scfg.Manifests = filepath.Join(o.dir, c.id)
 		scfg.CertFile, scfg.KeyFile, scfg.CAFile = filepath.Join(certs, c.id+".crt"), filepath.Join(certs, c.id+".key"), filepath.Join(certs, "ca.crt")
-		s, err := spoke.New(scfg, log.With("process", "spoke"))
+		s, err := spoke.New(ctx, scfg, log.With("process", "spoke"))
 		if err != nil {
 			return err
 		}

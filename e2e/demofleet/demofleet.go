@@ -69,7 +69,7 @@ func Start(t testing.TB) *Fleet {
 		scfg.ClusterID, scfg.Network, scfg.Hub, scfg.ServerName = id, network, h.FederationAddr().String(), "localhost"
 		scfg.Manifests = filepath.Join(f.Manifests, id)
 		scfg.CertFile, scfg.KeyFile, scfg.CAFile = filepath.Join(certs, id+".crt"), filepath.Join(certs, id+".key"), filepath.Join(certs, "ca.crt")
-		s, err := spoke.New(scfg, log.With("process", "spoke-"+id))
+		s, err := spoke.New(t.Context(), scfg, log.With("process", "spoke-"+id))
 		if err != nil {
 			t.Fatal(err)
 		}

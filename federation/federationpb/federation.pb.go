@@ -773,7 +773,11 @@ type Hello struct {
 	// carry, besides what mesh asks, each source cluster's own endpoints
 	// (ImportSource.cluster_endpoints), ClusterIPs and ports, and the
 	// members' clusters (Imports.clusters). Implies mesh.
-	RemoteViews   bool `protobuf:"varint,10,opt,name=remote_views,json=remoteViews,proto3" json:"remote_views,omitempty"`
+	RemoteViews bool `protobuf:"varint,10,opt,name=remote_views,json=remoteViews,proto3" json:"remote_views,omitempty"`
+	// The clusterset the cluster is a member of, as its About API says
+	// (ClusterProperty clusterset.k8s.io); empty: it says none. A hub of
+	// another clusterset refuses the stream.
+	Clusterset    string `protobuf:"bytes,11,opt,name=clusterset,proto3" json:"clusterset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -878,6 +882,13 @@ func (x *Hello) GetRemoteViews() bool {
 	return false
 }
 
+func (x *Hello) GetClusterset() string {
+	if x != nil {
+		return x.Clusterset
+	}
+	return ""
+}
+
 // Welcome answers Hello.
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -895,7 +906,10 @@ type Welcome struct {
 	// The version of this protocol the hub speaks on this stream.
 	ProtocolVersion uint32 `protobuf:"varint,5,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// The hub's build, for humans.
-	Build         string `protobuf:"bytes,6,opt,name=build,proto3" json:"build,omitempty"`
+	Build string `protobuf:"bytes,6,opt,name=build,proto3" json:"build,omitempty"`
+	// The clusterset the hub serves (its --clusterset); empty: it names
+	// none. A spoke whose cluster is a member of another one leaves.
+	Clusterset    string `protobuf:"bytes,7,opt,name=clusterset,proto3" json:"clusterset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,6 +982,13 @@ func (x *Welcome) GetProtocolVersion() uint32 {
 func (x *Welcome) GetBuild() string {
 	if x != nil {
 		return x.Build
+	}
+	return ""
+}
+
+func (x *Welcome) GetClusterset() string {
+	if x != nil {
+		return x.Clusterset
 	}
 	return ""
 }
@@ -3000,7 +3021,7 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\aimports\x18\x05 \x01(\v2$.meshfed.federation.v1alpha1.ImportsH\x00R\aimportsB\x06\n" +
 	"\x04kind\"%\n" +
 	"\aMembers\x12\x1a\n" +
-	"\bclusters\x18\x01 \x03(\tR\bclusters\"\xb4\x02\n" +
+	"\bclusters\x18\x01 \x03(\tR\bclusters\"\xd4\x02\n" +
 	"\x05Hello\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
@@ -3013,14 +3034,20 @@ const file_federation_federationpb_federation_proto_rawDesc = "" +
 	"\aimports\x18\b \x01(\bR\aimports\x12\x12\n" +
 	"\x04mesh\x18\t \x01(\bR\x04mesh\x12!\n" +
 	"\fremote_views\x18\n" +
-	" \x01(\bR\vremoteViews\"\xd0\x01\n" +
+	" \x01(\bR\vremoteViews\x12\x1e\n" +
+	"\n" +
+	"clusterset\x18\v \x01(\tR\n" +
+	"clusterset\"\xf0\x01\n" +
 	"\aWelcome\x12\x16\n" +
 	"\x06resume\x18\x01 \x01(\bR\x06resume\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12;\n" +
 	"\x06limits\x18\x03 \x01(\v2#.meshfed.federation.v1alpha1.LimitsR\x06limits\x12\x15\n" +
 	"\x06hub_id\x18\x04 \x01(\tR\x05hubId\x12)\n" +
 	"\x10protocol_version\x18\x05 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
-	"\x05build\x18\x06 \x01(\tR\x05build\"\xa1\x01\n" +
+	"\x05build\x18\x06 \x01(\tR\x05build\x12\x1e\n" +
+	"\n" +
+	"clusterset\x18\a \x01(\tR\n" +
+	"clusterset\"\xa1\x01\n" +
 	"\x06Limits\x12*\n" +
 	"\x11max_message_bytes\x18\x01 \x01(\rR\x0fmaxMessageBytes\x12!\n" +
 	"\fmax_services\x18\x02 \x01(\rR\vmaxServices\x12#\n" +

@@ -38,6 +38,10 @@ var (
 	// ErrProtocolVersion ends a stream whose spoke speaks a version of the
 	// protocol the hub does not.
 	ErrProtocolVersion = errors.New("unsupported protocol version")
+	// ErrOtherClusterset ends a stream whose cluster is a member of
+	// another clusterset than the hub's, and a spoke's session with such a
+	// hub.
+	ErrOtherClusterset = errors.New("another clusterset")
 	// ErrNotAdmitted ends a stream for a cluster the hub does not admit
 	// (HubConfig.Admit), or whose shard the Connector would not give it.
 	ErrNotAdmitted = errors.New("cluster not admitted")

@@ -78,8 +78,12 @@ type HubConfig struct {
 	// HubID names this hub replica in Welcome messages.
 	HubID string
 	// Build is the hub's build, sent in Welcome messages.
-	Build  string
-	Limits Limits
+	Build string
+	// Clusterset names the clusterset the hub serves: a spoke whose
+	// cluster is a member of another (Hello.clusterset) is refused. Empty:
+	// every spoke is taken.
+	Clusterset string
+	Limits     Limits
 	// LimitsFor, when set, gives a cluster's own caps in place of Limits.
 	LimitsFor func(federation.ClusterID) Limits
 	// Admit, when set, refuses a stream for a cluster (after its
@@ -153,6 +157,11 @@ func (h *Hub) Serve(ctx context.Context, t HubTransport, bound federation.Cluste
 	}
 	if bound != "" && bound != id {
 		return &ClusterMismatchError{Bound: bound, Claimed: id}
+	}
+	if cs := hello.GetClusterset(); cs != "" && h.cfg.Clusterset != "" && cs != h.cfg.Clusterset {
+		return &streamError{kind: ErrOtherClusterset, msg: fmt.Sprintf(
+			"cluster %q is a member of clusterset %q (its ClusterProperty clusterset.k8s.io); this hub serves clusterset %q (--clusterset)",
+			id, cs, h.cfg.Clusterset)}
 	}
 	if h.cfg.Admit != nil {
 		if err := h.cfg.Admit(id); err != nil {
@@ -270,10 +279,11 @@ func (h *Hub) welcome(conn Conn, id federation.ClusterID, hello *federationpb.He
 		version, resume = 0, false
 	}
 	return &federationpb.Welcome{
-		Resume:  resume,
-		Version: version,
-		HubId:   h.cfg.HubID,
-		Build:   h.cfg.Build,
+		Resume:     resume,
+		Version:    version,
+		HubId:      h.cfg.HubID,
+		Build:      h.cfg.Build,
+		Clusterset: h.cfg.Clusterset,
 		// The spoke's version: a hub speaks each version it accepts as
 		// that version does.
 		ProtocolVersion: spokeProtocol(hello),

@@ -93,21 +93,22 @@ func (s *hubSessionTest) result(t *testing.T) error {
 func TestSyncHubRefusesStreams(t *testing.T) {
 	update := &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Update{Update: &federationpb.ShardUpdate{Version: 1}}}
 	tests := []struct {
-		name  string
-		bound federation.ClusterID
-		first *federationpb.SpokeMessage
-		check func(error) bool
-		msg   string
+		name       string
+		bound      federation.ClusterID
+		first      *federationpb.SpokeMessage
+		check      func(error) bool
+		msg        string
+		clusterset string // the hub's
 	}{
-		{"no hello", "", update, func(err error) bool { return errors.Is(err, ErrBadHello) }, "the first message of a stream must be Hello"},
+		{"no hello", "", update, func(err error) bool { return errors.Is(err, ErrBadHello) }, "the first message of a stream must be Hello", ""},
 		{
 			"a newer protocol", "", &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: &federationpb.Hello{ClusterId: "east", Build: "v9", ProtocolVersion: ProtocolVersion + 1}}},
 			func(err error) bool { return errors.Is(err, ErrProtocolVersion) },
-			fmt.Sprintf(`cluster "east": the spoke (build "v9") speaks sync protocol version %d; this hub (build "") speaks %d to %d: upgrade hubs before spokes`, ProtocolVersion+1, MinProtocolVersion, ProtocolVersion),
+			fmt.Sprintf(`cluster "east": the spoke (build "v9") speaks sync protocol version %d; this hub (build "") speaks %d to %d: upgrade hubs before spokes`, ProtocolVersion+1, MinProtocolVersion, ProtocolVersion), "",
 		},
 		{
 			"invalid cluster", "", &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: &federationpb.Hello{ClusterId: "East_1"}}},
-			func(err error) bool { return errors.Is(err, ErrBadHello) && errors.Is(err, federation.ErrInvalid) }, "hello: ",
+			func(err error) bool { return errors.Is(err, ErrBadHello) && errors.Is(err, federation.ErrInvalid) }, "hello: ", "",
 		},
 		{
 			"another cluster than the credential's", "west", &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: &federationpb.Hello{ClusterId: "east"}}},
@@ -115,14 +116,19 @@ func TestSyncHubRefusesStreams(t *testing.T) {
 				var m *ClusterMismatchError
 				return errors.As(err, &m) && m.Bound == "west" && m.Claimed == "east"
 			},
-			`this credential is bound to cluster "west"; it cannot publish cluster "east"`,
+			`this credential is bound to cluster "west"; it cannot publish cluster "east"`, "",
+		},
+		{
+			"another clusterset", "", &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: &federationpb.Hello{ClusterId: "east", Clusterset: "staging"}}},
+			func(err error) bool { return errors.Is(err, ErrOtherClusterset) },
+			`cluster "east" is a member of clusterset "staging" (its ClusterProperty clusterset.k8s.io); this hub serves clusterset "prod" (--clusterset)`, "prod",
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			conn := newFakeConn()
 			connects := 0
-			h := NewHub(HubConfig{}, func(context.Context, federation.ClusterID, *federationpb.Hello) (Conn, error) {
+			h := NewHub(HubConfig{Clusterset: tc.clusterset}, func(context.Context, federation.ClusterID, *federationpb.Hello) (Conn, error) {
 				connects++
 				return conn, nil
 			})

@@ -70,6 +70,10 @@ type SpokeObserver interface {
 type SpokeConfig struct {
 	ClusterID string
 	Build     string
+	// Clusterset is the clusterset the cluster is a member of (its About
+	// API's clusterset.k8s.io; empty: none). The hub of another one
+	// refuses the spoke, and the spoke leaves a hub that names another.
+	Clusterset string
 	// MaxMessageBytes bounds the messages sent, unless the hub announces a
 	// lower limit.
 	MaxMessageBytes int
@@ -191,6 +195,7 @@ func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t Spo
 	hello.Imports = s.cfg.Imports != nil && s.cfg.WritesImports
 	hello.Mesh = s.cfg.Imports != nil && (s.cfg.Mesh || s.cfg.RemoteViews)
 	hello.RemoteViews = s.cfg.Imports != nil && s.cfg.RemoteViews
+	hello.Clusterset = s.cfg.Clusterset
 	if err := t.Send(&federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: hello}}); err != nil {
 		return nil, cause(ctx, fmt.Errorf("send hello: %w", err))
 	}
@@ -201,6 +206,10 @@ func (s *Spoke) hello(ctx context.Context, cancel context.CancelCauseFunc, t Spo
 		return nil, cause(ctx, fmt.Errorf("waiting for welcome: %w", r.Err()))
 	case m := <-r.Msgs():
 		if w := m.GetWelcome(); w != nil {
+			if cs := w.GetClusterset(); cs != "" && s.cfg.Clusterset != "" && cs != s.cfg.Clusterset {
+				return nil, fmt.Errorf("%w: this cluster is a member of clusterset %q (ClusterProperty clusterset.k8s.io); hub %q (build %q) serves clusterset %q",
+					ErrOtherClusterset, s.cfg.Clusterset, w.GetHubId(), w.GetBuild(), cs)
+			}
 			return w, nil
 		}
 		return nil, fmt.Errorf("%w: it is %T", ErrNoWelcome, m.GetKind())

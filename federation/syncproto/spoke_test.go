@@ -3,6 +3,7 @@ package syncproto
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ type spokeTest struct {
 	done   chan sessionResult
 }
 
-func startSpokeSession(t *testing.T, buffer int) *spokeTest {
+func startSpokeSession(t *testing.T, buffer int, edits ...func(*SpokeConfig)) *spokeTest {
 	t.Helper()
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	st := &spokeTest{
@@ -38,6 +39,9 @@ func startSpokeSession(t *testing.T, buffer int) *spokeTest {
 		},
 		clock: clk, shard: newFakeShard(clk), events: newSpokeEvents(), dial: newDialer(buffer),
 		done: make(chan sessionResult, 1),
+	}
+	for _, edit := range edits {
+		edit(&st.cfg)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
@@ -112,6 +116,22 @@ func TestSyncSpokeFirstMessageMustBeWelcome(t *testing.T) {
 	}
 	if r := st.result(t); r.welcomed || !errors.Is(r.err, ErrNoWelcome) {
 		t.Fatalf("session ended with %+v, want ErrNoWelcome", r)
+	}
+}
+
+// TestSyncSpokeClusterset: the spoke names its clusterset in its Hello
+// and leaves a hub that serves another.
+func TestSyncSpokeClusterset(t *testing.T) {
+	st := startSpokeSession(t, 8, func(c *SpokeConfig) { c.Clusterset = "prod" })
+	h := st.dial.next(t)
+	if hello := h.expect(t).GetHello(); hello.GetClusterset() != "prod" {
+		t.Fatalf("hello %v, want clusterset prod", hello)
+	}
+	if err := h.Send(&federationpb.HubMessage{Kind: &federationpb.HubMessage_Welcome{Welcome: &federationpb.Welcome{HubId: "hub-0", Clusterset: "staging"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := st.result(t); r.welcomed || !errors.Is(r.err, ErrOtherClusterset) || !strings.Contains(r.err.Error(), `serves clusterset "staging"`) {
+		t.Fatalf("session ended with %+v, want ErrOtherClusterset naming the hub's", r)
 	}
 }
 

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"cluster"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshfed_hub_spoke_refusals_total",
-			Help: "Streams refused, by reason: cluster_mismatch (the claimed cluster is not the credential's) not_admitted (the cluster policy does not name the cluster), or duplicate (a spoke that another spoke of the same cluster took the stream from, while that one streams).",
+			Help: "Streams refused, by reason: cluster_mismatch (the claimed cluster is not the credential's) not_admitted (the cluster policy does not name the cluster), duplicate (a spoke that another spoke of the same cluster took the stream from, while that one streams), or other_clusterset (the cluster's About API names another clusterset than the hub's --clusterset).",
 		}, []string{"reason"}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "meshfed_hub_ingest_delay_seconds",
@@ -75,6 +75,9 @@ const (
 	refusedMismatch    = "cluster_mismatch"
 	refusedNotAdmitted = "not_admitted"
 	refusedDuplicate   = "duplicate"
+	// refusedOtherClusterset: the cluster's About API names another
+	// clusterset than the hub's --clusterset.
+	refusedOtherClusterset = "other_clusterset"
 )
 
 func (m *Metrics) refused(reason string) {

@@ -48,6 +48,9 @@ type Config struct {
 	HubID string
 	// Build is the hub's build, sent in Welcome messages.
 	Build string
+	// Clusterset is the clusterset the hub serves (--clusterset; empty:
+	// any spoke).
+	Clusterset string
 	// Imports, when set, gives the stream of an importing spoke the
 	// imports its cluster should hold.
 	Imports func(id federation.ClusterID, want syncproto.ImportsWanted) syncproto.ImportsFeed
@@ -70,6 +73,7 @@ func NewServer(cfg Config, reg Registry, auth Authenticator, metrics *Metrics, l
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		HubID:           cfg.HubID,
 		Build:           cfg.Build,
+		Clusterset:      cfg.Clusterset,
 		LimitsFor: func(id federation.ClusterID) syncproto.Limits {
 			l := reg.LimitsFor(id)
 			return syncproto.Limits{MaxServices: l.MaxServices, MaxEndpoints: l.MaxEndpoints, MaxWorkloads: l.MaxWorkloads}
@@ -137,6 +141,10 @@ func (o *observer) status(err error) error {
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, syncproto.ErrBadHello):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, syncproto.ErrOtherClusterset):
+		o.log.Warn("stream refused: the cluster is a member of another clusterset", "err", err)
+		o.s.metrics.refused(refusedOtherClusterset)
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, syncproto.ErrProtocolVersion):
 		o.log.Warn("stream refused: the spoke speaks a protocol version this hub does not", "err", err)
 		return status.Error(codes.FailedPrecondition, err.Error())

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +228,32 @@ func TestUpdateSeriesFromTheFirstStream(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(metrics.updates, "meshfed_hub_shard_updates_total"); n != 2 {
 		t.Errorf("%d series of meshfed_hub_shard_updates_total, want east's ack and nack", n)
+	}
+}
+
+// TestIngestRefusesAnotherClusterset: a hub of one clusterset refuses a
+// spoke whose cluster's About API names another, with FailedPrecondition,
+// counted; a spoke that names none, or the hub's, is welcomed and told
+// the hub's.
+func TestIngestRefusesAnotherClusterset(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	srv := NewServer(Config{MaxMessageBytes: 1 << 20, HubID: "test", Clusterset: "prod"}, registry.New(registry.Config{}), Insecure, metrics,
+		slog.New(slog.DiscardHandler))
+	s, done := serve(t, srv, nil)
+	s.in <- &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: &federationpb.Hello{ClusterId: "east", Session: "s1", Clusterset: "staging"}}}
+	if err := result(t, done); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `"staging"`) || !strings.Contains(err.Error(), `"prod"`) {
+		t.Errorf("Serve() = %v, want FailedPrecondition naming both clustersets", err)
+	}
+	if got := testutil.ToFloat64(metrics.refusals.WithLabelValues(refusedOtherClusterset)); got != 1 {
+		t.Errorf("refusals{reason=other_clusterset} = %v, want 1", got)
+	}
+	for _, cs := range []string{"", "prod"} {
+		s, _ := serve(t, srv, nil)
+		s.in <- &federationpb.SpokeMessage{Kind: &federationpb.SpokeMessage_Hello{Hello: &federationpb.Hello{ClusterId: "west", Session: "s-" + cs, Clusterset: cs}}}
+		if w := (<-s.out).GetWelcome(); w.GetClusterset() != "prod" {
+			t.Errorf("spoke of clusterset %q: welcome %v, want one naming prod", cs, w)
+		}
+		s.cancel()
 	}
 }

@@ -68,3 +68,15 @@ var istioCRDFiles embed.FS
 func AuthorizationPolicyCRD() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return readCRDs(istioCRDFiles, "istiocrds/*.yaml")
 }
+
+// aboutCRDFiles holds the About API's ClusterProperty CRD.
+//
+//go:embed aboutcrds/*.yaml
+var aboutCRDFiles embed.FS
+
+// ClusterPropertyCRD returns the About API's ClusterProperty
+// CustomResourceDefinition (about.k8s.io, v1alpha1 and v1beta1), a new
+// object on every call.
+func ClusterPropertyCRD() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return readCRDs(aboutCRDFiles, "aboutcrds/*.yaml")
+}

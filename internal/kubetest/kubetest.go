@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -226,6 +227,28 @@ func (c *Cluster) InstallGatewayAPI(t testing.TB) {
 func (c *Cluster) InstallAuthorizationPolicies(t testing.TB) {
 	t.Helper()
 	c.installCRDs(t, "AuthorizationPolicy", AuthorizationPolicyCRD)
+}
+
+// InstallAboutAPI installs the About API's ClusterProperty CRD
+// ([ClusterPropertyCRD]) with the versions served that versions names
+// (none: all), and waits until it is served.
+func (c *Cluster) InstallAboutAPI(t testing.TB, versions ...string) {
+	t.Helper()
+	c.installCRDs(t, "About API", func() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+		crds, err := ClusterPropertyCRD()
+		if err != nil || len(versions) == 0 {
+			return crds, err
+		}
+		for _, crd := range crds {
+			for i := range crd.Spec.Versions {
+				v := &crd.Spec.Versions[i]
+				v.Served = slices.Contains(versions, v.Name)
+				v.Storage = v.Name == versions[0]
+			}
+			crd.Spec.Versions = slices.DeleteFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return !v.Served })
+		}
+		return crds, nil
+	})
 }
 
 func (c *Cluster) installCRDs(t testing.TB, what string, read func() ([]*apiextensionsv1.CustomResourceDefinition, error)) {

@@ -34,6 +34,9 @@ const DefaultAckTimeout = time.Minute
 type Config struct {
 	ClusterID string
 	Build     string
+	// Clusterset is the clusterset the cluster is a member of, from its
+	// About API ("": it names none).
+	Clusterset string
 	// Hub names the hub replica in logs and metrics (its address).
 	Hub string
 	// Metrics, when set, exports the uplink's status (see [Metrics]).
@@ -168,6 +171,7 @@ func newUplink(cfg Config, shard syncproto.Shard, dial Dialer, log *slog.Logger,
 	u.spoke = syncproto.NewSpoke(syncproto.SpokeConfig{
 		ClusterID:       u.cfg.ClusterID,
 		Build:           u.cfg.Build,
+		Clusterset:      u.cfg.Clusterset,
 		MaxMessageBytes: u.cfg.MaxMessageBytes,
 		WelcomeTimeout:  u.cfg.WelcomeTimeout,
 		AckTimeout:      u.cfg.AckTimeout,
