@@ -56,7 +56,7 @@ func GatewayCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return readCRDs(gatewayCRDFiles, "gatewaycrds/*.yaml")
 }
 
-// istioCRDFiles holds Istio's AuthorizationPolicy CRD, cut from
+// istioCRDFiles holds Istio's AuthorizationPolicy and DestinationRule CRDs, cut from
 // istio.io/istio's manifests/charts/base/files/crd-all.gen.yaml
 // (TestIstioCRDsMatchModule keeps it so).
 //
@@ -66,7 +66,14 @@ var istioCRDFiles embed.FS
 // AuthorizationPolicyCRD returns Istio's AuthorizationPolicy
 // CustomResourceDefinition (security.istio.io), a new object on every call.
 func AuthorizationPolicyCRD() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	return readCRDs(istioCRDFiles, "istiocrds/*.yaml")
+	return readCRDs(istioCRDFiles, "istiocrds/security.istio.io_authorizationpolicies.yaml")
+}
+
+// DestinationRuleCRD returns Istio's DestinationRule
+// CustomResourceDefinition (networking.istio.io), a new object on every
+// call.
+func DestinationRuleCRD() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return readCRDs(istioCRDFiles, "istiocrds/networking.istio.io_destinationrules.yaml")
 }
 
 // aboutCRDFiles holds the About API's ClusterProperty CRD.

@@ -2,15 +2,20 @@ package kubetest
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	mcscrd "sigs.k8s.io/mcs-api/config/crd"
+	"sigs.k8s.io/yaml"
 )
 
 // TestCRDsMatchModule keeps crds/ identical to the CRDs of the mcs-api
@@ -84,6 +89,35 @@ func TestIstioCRDsMatchModule(t *testing.T) {
 	if want == "" || string(got) != want {
 		t.Errorf("istiocrds/security.istio.io_authorizationpolicies.yaml differs from istio.io/istio's crd-all.gen.yaml (%d bytes there, %d here)", len(want), len(got))
 	}
+	// The DestinationRule CRD is abridged: its group, names, scope and
+	// versions are the module's.
+	for _, doc := range strings.Split(string(all), "\n---\n") {
+		if !strings.Contains(doc, "name: destinationrules.networking.istio.io") {
+			continue
+		}
+		full := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal([]byte(doc), full); err != nil {
+			t.Fatal(err)
+		}
+		ours, err := DestinationRuleCRD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions := func(c *apiextensionsv1.CustomResourceDefinition) []string {
+			var out []string
+			for _, v := range c.Spec.Versions {
+				out = append(out, fmt.Sprintf("%s served=%v storage=%v", v.Name, v.Served, v.Storage))
+			}
+			return out
+		}
+		if o := ours[0]; o.Spec.Group != full.Spec.Group || o.Spec.Scope != full.Spec.Scope || !reflect.DeepEqual(o.Spec.Names, full.Spec.Names) ||
+			!slices.Equal(versions(o), versions(full)) {
+			t.Errorf("istiocrds/networking.istio.io_destinationrules.yaml: %v %v %v, want the module's %v %v %v",
+				o.Spec.Group, o.Spec.Names, versions(o), full.Spec.Group, full.Spec.Names, versions(full))
+		}
+		return
+	}
+	t.Error("no DestinationRule CRD in istio.io/istio's crd-all.gen.yaml")
 }
 
 func TestCRDs(t *testing.T) {

@@ -251,6 +251,13 @@ func (c *Cluster) InstallAboutAPI(t testing.TB, versions ...string) {
 	})
 }
 
+// InstallDestinationRules installs Istio's DestinationRule CRD
+// ([DestinationRuleCRD]) and waits until it is served.
+func (c *Cluster) InstallDestinationRules(t testing.TB) {
+	t.Helper()
+	c.installCRDs(t, "DestinationRule", DestinationRuleCRD)
+}
+
 func (c *Cluster) installCRDs(t testing.TB, what string, read func() ([]*apiextensionsv1.CustomResourceDefinition, error)) {
 	t.Helper()
 	crds, err := read()
