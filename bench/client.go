@@ -58,6 +58,13 @@ type client struct {
 	partial atomic.Int64
 }
 
+// userAgents and clientFeatures are what grpc-go, Envoy and ztunnel send
+// in their nodes (gRFC A27 makes every gRPC client send the feature).
+var (
+	userAgents     = map[string]string{kindGRPC: "gRPC Go", kindEnvoy: "envoy", kindZtunnel: "ztunnel"}
+	clientFeatures = map[string][]string{kindGRPC: {"envoy.lb.does_not_support_overprovisioning", "xds.config.resource-in-sotw"}}
+)
+
 func newClient(w world, index int, kind string, cs *changes, wire *WireBytes) *client {
 	home := index % w.clusters
 	l := locality(home)
@@ -66,6 +73,10 @@ func newClient(w world, index int, kind string, cs *changes, wire *WireBytes) *c
 		node: &core.Node{
 			Id:       fmt.Sprintf("%s-%04d", kind, index),
 			Locality: &core.Locality{Region: l.GetRegion(), Zone: l.GetZone()},
+			// What each kind's real client says it is: the hub sends gRPC
+			// clients no draining endpoints, so it keeps their views apart.
+			UserAgentName:  userAgents[kind],
+			ClientFeatures: clientFeatures[kind],
 			Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
 				xds.MetadataClusterID: structpb.NewStringValue(clusterID(home)),
 				xds.MetadataNetwork:   structpb.NewStringValue(network),

@@ -453,10 +453,25 @@ func Localities(s *clusterset.ServiceView) []Locality {
 	return out
 }
 
+// HasDraining reports whether any of s's endpoints is draining
+// (clusterset.Draining): only then does a proxyless view's assignment
+// differ from an Envoy's.
+func HasDraining(s *clusterset.ServiceView) bool {
+	for _, c := range s.Clusters {
+		for _, ep := range c.Endpoints {
+			if clusterset.ServingOf(ep.Endpoint) == clusterset.Draining {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // AppendAssignmentKey appends to dst the key of what of view the load
 // assignments of a service whose endpoints are in locs (see Localities)
 // depend on: an assignment reads the view only through its network, its
-// being proxyless, and the order of the ranks of the endpoint localities (its priorities are the
+// being proxyless when the service has draining endpoints (draining, see
+// HasDraining), and the order of the ranks of the endpoint localities (its priorities are the
 // ranks in use, renumbered), so two views with one key get identical
 // assignments. Proxies in many zones see a service in a few ways (same
 // zone, same region, elsewhere as one of its clusters'), so the hub builds
@@ -465,10 +480,10 @@ func Localities(s *clusterset.ServiceView) []Locality {
 // one that ranks them 0 and 2 (in one of its zones). A push looks a changed
 // service up for every view; a map lookup by string(key) of a reused
 // buffer allocates nothing.
-func AppendAssignmentKey(dst []byte, locs []Locality, view View) []byte {
+func AppendAssignmentKey(dst []byte, locs []Locality, draining bool, view View) []byte {
 	b := builder{view: view}
 	dst = append(dst, view.Network...)
-	if view.Proxyless {
+	if view.Proxyless && draining {
 		dst = append(dst, 0, 'g')
 	}
 	dst = append(dst, 0)

@@ -404,8 +404,9 @@ func checkSplitHorizonPrefix(t *testing.T, cla *endpointv3.ClusterLoadAssignment
 // that keys often match, some of them for views that rank the localities
 // differently in the same order.
 func TestAssignmentKey(t *testing.T) {
-	same, renumbered := 0, 0
-	for seed := range uint64(600) {
+	const cases = 900
+	same, renumbered, proxyless, mixed := 0, 0, 0, 0
+	for seed := range uint64(cases) {
 		r := rand.New(rand.NewPCG(seed, seed*31))
 		s, clusters, v1 := randomCase(r)
 		_, _, v2 := randomCase(r)
@@ -423,11 +424,23 @@ func TestAssignmentKey(t *testing.T) {
 			v2 = v1
 			v2.Locality.Subzone = pick(r, "", "s1", "s2")
 		}
+		// Either may be a gRPC client: its key is an Envoy's unless the
+		// service has draining endpoints.
+		// (Drawn from a generator of their own: the cases stay those of
+		// the seed.)
+		pr := rand.New(rand.NewPCG(seed, seed*37))
+		v1.Proxyless, v2.Proxyless = pr.IntN(2) == 0, pr.IntN(2) == 0
+		if v1.Proxyless != v2.Proxyless {
+			proxyless++
+		}
 		if !slices.IsSortedFunc(locs, clusterset.CompareLocality) {
 			t.Fatalf("seed %d: Localities not sorted: %v", seed, locs)
 		}
-		if assignmentKey(locs, v1) != assignmentKey(locs, v2) {
+		if assignmentKey(s, locs, v1) != assignmentKey(s, locs, v2) {
 			continue
+		}
+		if v1.Proxyless != v2.Proxyless {
+			mixed++
 		}
 		same++
 		if !slices.Equal(ranks(locs, v1), ranks(locs, v2)) {
@@ -439,18 +452,19 @@ func TestAssignmentKey(t *testing.T) {
 				a, b := loadAssignment(t, s, h, p, v1, gws), loadAssignment(t, s, h, p, v2, gws)
 				if !proto.Equal(a, b) {
 					t.Errorf("seed %d: views %+v and %+v share key %q but get different assignments:\n%v\n%v",
-						seed, v1, v2, assignmentKey(locs, v1), a, b)
+						seed, v1, v2, assignmentKey(s, locs, v1), a, b)
 				}
 			}
 		}
 	}
-	if same < 100 || renumbered < 20 {
-		t.Errorf("%d of 600 cases had views with one key, %d of them ranking the localities differently: the test checks too little", same, renumbered)
+	if same < 100 || renumbered < 20 || mixed < 3 {
+		t.Errorf("%d of %d cases had views with one key, %d of them ranking the localities differently, %d a gRPC client's and an Envoy's (of %d such pairs): the test checks too little",
+			same, cases, renumbered, mixed, proxyless)
 	}
 }
 
-func assignmentKey(locs []Locality, view View) string {
-	return string(AppendAssignmentKey(nil, locs, view))
+func assignmentKey(s *clusterset.ServiceView, locs []Locality, view View) string {
+	return string(AppendAssignmentKey(nil, locs, HasDraining(s), view))
 }
 
 // ranks returns the view's rank of each locality, before renumbering.

@@ -180,8 +180,11 @@ func (in *input) wrapAll(typeURL string, encoded map[string][]byte) []*Resource 
 // the same share its encodings (a clusterset's proxies in a hundred zones
 // see a service in a handful of ways).
 type assignments struct {
-	locs  []resources.Locality
-	byKey map[string][]*Resource // by assignment key (resources.AppendAssignmentKey)
+	locs []resources.Locality
+	// draining: the service has draining endpoints, which gRPC clients
+	// are not sent: only then do their assignments differ from Envoy's.
+	draining bool
+	byKey    map[string][]*Resource // by assignment key (resources.AppendAssignmentKey)
 }
 
 // assignments returns the load assignments of the services keys for view,
@@ -196,10 +199,10 @@ func (e *envoyTranslator) assignments(in *input, keys []string, view resources.V
 			if v, ok = in.snap.Service(key); !ok {
 				continue
 			}
-			a = &assignments{locs: resources.Localities(v), byKey: map[string][]*Resource{}}
+			a = &assignments{locs: resources.Localities(v), draining: resources.HasDraining(v), byKey: map[string][]*Resource{}}
 			e.eds[key] = a
 		}
-		e.key = resources.AppendAssignmentKey(e.key[:0], a.locs, view)
+		e.key = resources.AppendAssignmentKey(e.key[:0], a.locs, a.draining, view)
 		enc, ok := a.byKey[string(e.key)]
 		if !ok {
 			if v == nil {
