@@ -540,6 +540,19 @@ func TestMCSAcrossRealClusters(t *testing.T) {
 				return !ok && len(got) == 0, fmt.Sprint(got)
 			})
 		}
+		// And a headless import, once neither cluster exports db.
+		for _, c := range []*kubetest.Cluster{east, west} {
+			if err := c.MCS.MulticlusterV1alpha1().ServiceExports("demo").Delete(t.Context(), "db", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, c := range map[string]*kubetest.Cluster{"east": east, "west": west, "north": north} {
+			testwait.ForState(t, "db gone from "+name, func() (bool, string) {
+				_, ok := serviceImport(t, c, "db")
+				got := mcsSlices(t, c, "db")
+				return !ok && len(got) == 0, fmt.Sprint(got)
+			})
+		}
 	})
 }
 
