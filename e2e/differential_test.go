@@ -76,11 +76,19 @@ type diffEndpoint struct {
 	pod string
 }
 
+// ipv6 is the endpoint's IPv6 address: 10.a.b.c is fd00::a:b:c.
+func (e diffEndpoint) ipv6() string {
+	return "fd00::" + strings.ReplaceAll(strings.TrimPrefix(e.ip, "10."), ".", ":")
+}
+
 // diffService is one service of the matrix.
 type diffService struct {
 	name     string
 	headless bool
-	ports    []corev1.ServicePort
+	// dualStack: an IPv6 address beside each endpoint's IPv4 one (its
+	// pod's second IP), in an IPv6 EndpointSlice of its own.
+	dualStack bool
+	ports     []corev1.ServicePort
 	// endpoints by cluster ID; a cluster with no entry has no such
 	// service.
 	endpoints map[string][]diffEndpoint
@@ -90,7 +98,7 @@ type diffService struct {
 // endpoints as ip/node/conditions/pod.
 func (s diffService) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s headless=%v ports=%d:", s.name, s.headless, len(s.ports))
+	fmt.Fprintf(&b, "%s headless=%v dual-stack=%v ports=%d:", s.name, s.headless, s.dualStack, len(s.ports))
 	for _, site := range diffSites {
 		eps, ok := s.endpoints[site.id]
 		if !ok {
@@ -118,9 +126,11 @@ func (s diffService) String() string {
 // diffMatrix generates the services, the same for a seed.
 func diffMatrix(seed uint64, n int) []diffService {
 	r := rand.New(rand.NewPCG(seed, seed))
+	// Drawn apart, so that adding a dimension leaves the others' draws.
+	dual := rand.New(rand.NewPCG(seed, seed+1))
 	var out []diffService
 	for i := range n {
-		s := diffService{name: fmt.Sprintf("s%02d", i), headless: r.IntN(6) == 0, endpoints: map[string][]diffEndpoint{}}
+		s := diffService{name: fmt.Sprintf("s%02d", i), headless: r.IntN(6) == 0, dualStack: dual.IntN(4) == 0, endpoints: map[string][]diffEndpoint{}}
 		s.ports = []corev1.ServicePort{{Name: "grpc", Port: 8080, TargetPort: intstr.FromInt32(9090), Protocol: corev1.ProtocolTCP}}
 		if r.IntN(3) == 0 {
 			s.ports = append(s.ports, corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP})
@@ -200,6 +210,9 @@ func (s diffSite) install(t *testing.T, c *kubetest.Cluster, services []diffServ
 		if svc.headless {
 			spec.ClusterIP = corev1.ClusterIPNone
 		}
+		if svc.dualStack {
+			spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+		}
 		if _, err := c.Client.CoreV1().Services("demo").Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: svc.name, Namespace: "demo", Labels: map[string]string{"meshfed.io/export": "true"}},
 			Spec:       spec,
@@ -225,7 +238,7 @@ func (s diffSite) install(t *testing.T, c *kubetest.Cluster, services []diffServ
 			}
 			if e.pod != "" {
 				name := fmt.Sprintf("%s-%d", svc.name, j)
-				diffPod(t, c, name, svc.name, e)
+				diffPod(t, c, name, svc.name, e, svc.dualStack)
 				ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: name}
 			}
 			slice.Endpoints = append(slice.Endpoints, ep)
@@ -233,10 +246,21 @@ func (s diffSite) install(t *testing.T, c *kubetest.Cluster, services []diffServ
 		if _, err := c.Client.DiscoveryV1().EndpointSlices("demo").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		if !svc.dualStack {
+			continue
+		}
+		v6 := slice.DeepCopy()
+		v6.Name, v6.AddressType = svc.name+"-2", discoveryv1.AddressTypeIPv6
+		for j := range v6.Endpoints {
+			v6.Endpoints[j].Addresses = []string{eps[j].ipv6()}
+		}
+		if _, err := c.Client.DiscoveryV1().EndpointSlices("demo").Create(ctx, v6, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
-func diffPod(t *testing.T, c *kubetest.Cluster, name, app string, e diffEndpoint) {
+func diffPod(t *testing.T, c *kubetest.Cluster, name, app string, e diffEndpoint, dualStack bool) {
 	t.Helper()
 	labels := map[string]string{"app": app}
 	if e.pod == "mtls" {
@@ -259,6 +283,9 @@ func diffPod(t *testing.T, c *kubetest.Cluster, name, app string, e diffEndpoint
 	p.Status = corev1.PodStatus{
 		Phase: corev1.PodRunning, PodIP: e.ip, PodIPs: []corev1.PodIP{{IP: e.ip}},
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}},
+	}
+	if dualStack {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: e.ipv6()})
 	}
 	if _, err := pods.UpdateStatus(t.Context(), p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -301,6 +328,10 @@ var diffProxies = []diffProxy{
 	// No CLUSTER_ID, no NETWORK, no locality: every endpoint with a
 	// network of its own is behind a gateway, for both.
 	{"no-metadata", istiodtest.Proxy{IP: "10.9.255.1", Pod: "client-f", Namespace: "demo"}},
+	// Proxyless gRPC clients: istiod's gRPC generator, the hub's gRPC
+	// view.
+	{"grpc-east-r1-z1", istiodtest.Proxy{IP: "10.1.255.4", Pod: "client-g", Namespace: "demo", ClusterID: "east", Network: "net-east", Locality: &corev3.Locality{Region: "r1", Zone: "z1"}, Proxyless: true}},
+	{"grpc-west-r1-z1", istiodtest.Proxy{IP: "10.3.255.2", Pod: "client-h", Namespace: "demo", ClusterID: "west", Network: "net-west", Locality: &corev3.Locality{Region: "r1", Zone: "z1"}, Proxyless: true}},
 }
 
 // normalEntry is an endpoint of an assignment after normalisation.
@@ -405,10 +436,14 @@ func indexMatrix(services []diffService) diffIndex {
 	for _, s := range services {
 		for _, site := range diffSites {
 			for _, e := range s.endpoints[site.id] {
-				m[e.ip] = struct {
+				x := struct {
 					site diffSite
 					e    diffEndpoint
 				}{site, e}
+				m[e.ip] = x
+				if s.dualStack {
+					m[e.ipv6()] = x
+				}
 			}
 		}
 	}

@@ -61,7 +61,12 @@ func (p Proxy) Node() (*corev3.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &corev3.Node{Id: p.ID(), Metadata: metadata, Locality: p.Locality}, nil
+	n := &corev3.Node{Id: p.ID(), Metadata: metadata, Locality: p.Locality}
+	if p.Proxyless {
+		// What grpc-go says of itself (gRFC A27).
+		n.UserAgentName, n.ClientFeatures = "gRPC Go", []string{"envoy.lb.does_not_support_overprovisioning", "xds.config.resource-in-sotw"}
+	}
+	return n, nil
 }
 
 // ADSClient is a raw state-of-the-world ADS client of istiod's plaintext
