@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+	"istio.io/istio/pkg/workloadapi"
 	"istio.io/istio/pkg/workloadapi/security"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -277,6 +279,20 @@ func withoutAPIServer(st istiodtest.State) istiodtest.State {
 	return st
 }
 
+// sortedSANs sorts each service's subject_alt_names: istiod lists them in
+// the order it met the service's workloads, which depends on how its
+// informers listed them; ztunnel reads them as a set.
+func sortedSANs(st istiodtest.State) istiodtest.State {
+	for name, a := range st.Addresses {
+		if svc := a.GetService(); svc != nil && !slices.IsSorted(svc.GetSubjectAltNames()) {
+			a = proto.Clone(a).(*workloadapi.Address)
+			slices.Sort(a.GetService().SubjectAltNames)
+			st.Addresses[name] = a
+		}
+	}
+	return st
+}
+
 // describeZtunnel lists a ztunnel's addresses and policies by name.
 func describeZtunnel(st istiodtest.State) string {
 	var names []string
@@ -328,7 +344,7 @@ func ztunnelOf(t *testing.T, c *kubetest.Cluster) *istiodtest.Ztunnel {
 func waitAlike(t *testing.T, ref, z *istiodtest.Ztunnel, what string) {
 	t.Helper()
 	same := func() (bool, string) {
-		want, got := withoutAPIServer(ref.State()), withoutAPIServer(z.State())
+		want, got := sortedSANs(withoutAPIServer(ref.State())), sortedSANs(withoutAPIServer(z.State()))
 		return cmp.Equal(want, got, protocmp.Transform()), cmp.Diff(want, got, protocmp.Transform())
 	}
 	if !testwait.Within(time.Minute, same) {

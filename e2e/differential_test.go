@@ -43,6 +43,20 @@ import (
 // other services (the default, 7, is what CI runs).
 const diffSeedEnv = "MESHFED_DIFF_SEED"
 
+// diffSeed is the matrix's seed: diffSeedEnv's, else 7.
+func diffSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(7)
+	if v := os.Getenv(diffSeedEnv); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("%s=%q: %v", diffSeedEnv, v, err)
+		}
+	}
+	t.Logf("matrix of seed %d (%s)", seed, diffSeedEnv)
+	return seed
+}
+
 // diffSite is one cluster of the test.
 type diffSite struct {
 	id, network string
@@ -552,15 +566,7 @@ var deliberateDifferences = []deliberateDifference{
 // real API servers.
 func TestEDSMatchesIstiod(t *testing.T) {
 	istiodtest.RequireBinary(t)
-	seed := uint64(7)
-	if v := os.Getenv(diffSeedEnv); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("%s=%q: %v", diffSeedEnv, v, err)
-		}
-	}
-	t.Logf("matrix of seed %d (%s)", seed, diffSeedEnv)
-	services := diffMatrix(seed, 16)
+	services := diffMatrix(diffSeed(t), 16)
 	for _, s := range services {
 		t.Logf("%s", s)
 	}

@@ -117,6 +117,40 @@ func Touched(prev, set *imports.Set) map[federation.ClusterID]bool {
 
 // selectorLabel is the label by which a view's Service selects the pods
 // behind its endpoints: the pods' own labels are not sent.
+// ipFamilies are a Service's spec.ipFamilies and ipFamilyPolicy: those of
+// its cluster IPs, else (headless) the import's, else IPv4, as an API
+// server of a single-stack cluster defaults them.
+func ipFamilies(clusterIPs []string, imported []federationpb.IPFamily) ([]corev1.IPFamily, *corev1.IPFamilyPolicy) {
+	var out []corev1.IPFamily
+	for _, ip := range clusterIPs {
+		f := corev1.IPv4Protocol
+		if strings.Contains(ip, ":") {
+			f = corev1.IPv6Protocol
+		}
+		if ip != corev1.ClusterIPNone && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		for _, f := range imported {
+			switch f {
+			case federationpb.IPFamily_IP_FAMILY_IPV6:
+				out = append(out, corev1.IPv6Protocol)
+			case federationpb.IPFamily_IP_FAMILY_IPV4:
+				out = append(out, corev1.IPv4Protocol)
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = []corev1.IPFamily{corev1.IPv4Protocol}
+	}
+	policy := corev1.IPFamilyPolicySingleStack
+	if len(out) > 1 {
+		policy = corev1.IPFamilyPolicyRequireDualStack
+	}
+	return out, &policy
+}
+
 func selectorLabel(service string) string { return service + ".service.meshfed.io/selected" }
 
 func (v *View) addService(im *federationpb.Import, src *federationpb.ImportSource) {
@@ -135,6 +169,9 @@ func (v *View) addService(im *federationpb.Import, src *federationpb.ImportSourc
 	case len(src.GetClusterIps()) > 0:
 		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = src.GetClusterIps()[0], src.GetClusterIps()
 	}
+	// As an API server defaults them: istiod's ambient index reads a
+	// service's IP families from them (the workload API's ip_families).
+	svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = ipFamilies(src.GetClusterIps(), im.GetIpFamilies())
 	ports := src.GetClusterPorts()
 	if len(ports) == 0 {
 		ports = im.GetPorts() // a hub that sends no cluster ports: the clusterset's

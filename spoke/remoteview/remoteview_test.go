@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/meshfed/meshfed/federation"
 	"github.com/meshfed/meshfed/federation/federationpb"
@@ -110,6 +111,8 @@ func TestBuild(t *testing.T) {
 		Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.0.0.200", ClusterIPs: []string{"10.0.0.200"},
 		Selector: map[string]string{selectorLabel("echo"): "true"},
 		Ports:    []corev1.ServicePort{{Name: "grpc", Protocol: corev1.ProtocolTCP, Port: 8080, TargetPort: intstr.FromString("grpc-port")}},
+		// As an API server defaults them: istiod reads the families.
+		IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack),
 	}
 	if diff := cmp.Diff(wantSpec, svc.Spec); diff != "" || svc.Labels[LabelGlobal] != "true" || svc.Labels["team"] != "a" {
 		t.Errorf("west's echo (-want +got):\n%s\nlabels %v", diff, svc.Labels)
@@ -328,5 +331,27 @@ func BenchmarkUpdate(b *testing.B) {
 				prev = next
 			}
 		})
+	}
+}
+
+func TestIPFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		ips      []string
+		imported []federationpb.IPFamily
+		want     []corev1.IPFamily
+	}{
+		{[]string{"10.0.0.1"}, nil, []corev1.IPFamily{corev1.IPv4Protocol}},
+		{[]string{"fd00::1", "10.0.0.1"}, nil, []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}},
+		{nil, []federationpb.IPFamily{federationpb.IPFamily_IP_FAMILY_IPV6}, []corev1.IPFamily{corev1.IPv6Protocol}},
+		{[]string{corev1.ClusterIPNone}, nil, []corev1.IPFamily{corev1.IPv4Protocol}},
+	} {
+		got, policy := ipFamilies(tc.ips, tc.imported)
+		wantPolicy := corev1.IPFamilyPolicySingleStack
+		if len(tc.want) > 1 {
+			wantPolicy = corev1.IPFamilyPolicyRequireDualStack
+		}
+		if !slices.Equal(got, tc.want) || *policy != wantPolicy {
+			t.Errorf("%v %v: %v %v, want %v %v", tc.ips, tc.imported, got, *policy, tc.want, wantPolicy)
+		}
 	}
 }
