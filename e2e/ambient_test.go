@@ -110,11 +110,19 @@ func (s ambientSite) install(t *testing.T, c *kubetest.Cluster) {
 	if s.gateway == "" {
 		return
 	}
-	// The gateway's Service, as Istio's deployment controller makes it for
-	// the Gateway below: what a spoke reads gateways from.
+	hboneGateway(t, c, s.network, s.gateway)
+}
+
+// hboneGateway creates an ambient east-west gateway into network at
+// address: a Gateway of class istio-east-west with an HBONE listener and
+// its address in its status, and the Service Istio's deployment controller
+// makes for it (what a spoke reads gateways from).
+func hboneGateway(t *testing.T, c *kubetest.Cluster, network, address string) {
+	t.Helper()
+	ctx := t.Context()
 	if _, err := c.Client.CoreV1().Services(istiodtest.SystemNamespace).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "istio-eastwestgateway", Namespace: istiodtest.SystemNamespace, Labels: map[string]string{istiodtest.NetworkLabel: s.network}},
-		Spec: corev1.ServiceSpec{ExternalIPs: []string{s.gateway}, Ports: []corev1.ServicePort{{
+		ObjectMeta: metav1.ObjectMeta{Name: "istio-eastwestgateway", Namespace: istiodtest.SystemNamespace, Labels: map[string]string{istiodtest.NetworkLabel: network}},
+		Spec: corev1.ServiceSpec{ExternalIPs: []string{address}, Ports: []corev1.ServicePort{{
 			Name: "mesh", Port: 15008, TargetPort: intstr.FromInt32(15008), Protocol: corev1.ProtocolTCP,
 		}}},
 	}, metav1.CreateOptions{}); err != nil {
@@ -122,7 +130,7 @@ func (s ambientSite) install(t *testing.T, c *kubetest.Cluster) {
 	}
 	gw := gatewayclient.NewForConfigOrDie(c.Config).GatewayV1().Gateways(istiodtest.SystemNamespace)
 	created, err := gw.Create(ctx, &gatewayv1.Gateway{
-		ObjectMeta: metav1.ObjectMeta{Name: "istio-eastwestgateway", Namespace: istiodtest.SystemNamespace, Labels: map[string]string{istiodtest.NetworkLabel: s.network}},
+		ObjectMeta: metav1.ObjectMeta{Name: "istio-eastwestgateway", Namespace: istiodtest.SystemNamespace, Labels: map[string]string{istiodtest.NetworkLabel: network}},
 		Spec: gatewayv1.GatewaySpec{GatewayClassName: "istio-east-west", Listeners: []gatewayv1.Listener{{
 			Name: "mesh", Port: 15008, Protocol: "HBONE", TLS: &gatewayv1.ListenerTLSConfig{
 				Mode:    ptr.To(gatewayv1.TLSModeTerminate),
@@ -133,7 +141,7 @@ func (s ambientSite) install(t *testing.T, c *kubetest.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	created.Status.Addresses = []gatewayv1.GatewayStatusAddress{{Type: ptr.To(gatewayv1.IPAddressType), Value: s.gateway}}
+	created.Status.Addresses = []gatewayv1.GatewayStatusAddress{{Type: ptr.To(gatewayv1.IPAddressType), Value: address}}
 	if _, err := gw.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

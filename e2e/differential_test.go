@@ -180,7 +180,15 @@ func diffMatrix(seed uint64, n int) []diffService {
 	return out
 }
 
-func (s diffSite) install(t *testing.T, c *kubetest.Cluster, services []diffService) {
+// install sets up a site of the matrix: the system namespace carrying
+// its network, demo, the nodes, its east-west gateway if it has one, and
+// the services its endpoints belong to, exported, with their pods. For
+// ambient, as Istio's ambient multicluster wants them: services global
+// (istio.io/global) with fixed ClusterIPs (two clusters hold east alike),
+// the pods that take mTLS captured by ztunnel rather than injected, and
+// the gateway an HBONE east-west Gateway; for sidecars, a LoadBalancer
+// Service with the mTLS port 15443.
+func (s diffSite) install(t *testing.T, c *kubetest.Cluster, services []diffService, ambient bool) {
 	t.Helper()
 	ctx := t.Context()
 	for _, ns := range []*corev1.Namespace{
@@ -200,7 +208,13 @@ func (s diffSite) install(t *testing.T, c *kubetest.Cluster, services []diffServ
 			t.Fatal(err)
 		}
 	}
-	if s.gateway != "" {
+	switch {
+	case ambient:
+		c.InstallGatewayAPI(t)
+		if s.gateway != "" {
+			hboneGateway(t, c, s.network, s.gateway)
+		}
+	case s.gateway != "":
 		gw, err := c.Client.CoreV1().Services(istiodtest.SystemNamespace).Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "istio-eastwestgateway", Namespace: istiodtest.SystemNamespace, Labels: map[string]string{istiodtest.NetworkLabel: s.network}},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{
@@ -215,12 +229,17 @@ func (s diffSite) install(t *testing.T, c *kubetest.Cluster, services []diffServ
 			t.Fatal(err)
 		}
 	}
-	for _, svc := range services {
+	for i, svc := range services {
 		eps, ok := svc.endpoints[s.id]
 		if !ok {
 			continue
 		}
+		labels := map[string]string{"meshfed.io/export": "true"}
 		spec := corev1.ServiceSpec{Selector: map[string]string{"app": svc.name}, Ports: svc.ports}
+		if ambient {
+			labels["istio.io/global"] = "true"
+			spec.ClusterIP = fmt.Sprintf("10.0.0.%d", 20+i)
+		}
 		if svc.headless {
 			spec.ClusterIP = corev1.ClusterIPNone
 		}
@@ -228,7 +247,7 @@ func (s diffSite) install(t *testing.T, c *kubetest.Cluster, services []diffServ
 			spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 		}
 		if _, err := c.Client.CoreV1().Services("demo").Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: svc.name, Namespace: "demo", Labels: map[string]string{"meshfed.io/export": "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: svc.name, Namespace: "demo", Labels: labels},
 			Spec:       spec,
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -252,7 +271,7 @@ func (s diffSite) install(t *testing.T, c *kubetest.Cluster, services []diffServ
 			}
 			if e.pod != "" {
 				name := fmt.Sprintf("%s-%d", svc.name, j)
-				diffPod(t, c, name, svc.name, e, svc.dualStack)
+				diffPod(t, c, name, svc, e, ambient)
 				ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: name}
 			}
 			slice.Endpoints = append(slice.Endpoints, ep)
@@ -274,19 +293,25 @@ func (s diffSite) install(t *testing.T, c *kubetest.Cluster, services []diffServ
 	}
 }
 
-func diffPod(t *testing.T, c *kubetest.Cluster, name, app string, e diffEndpoint, dualStack bool) {
+// diffPod creates the pod behind an endpoint of svc: one that takes mTLS
+// is injected (Istio's injector labels it) or, for ambient, captured by
+// ztunnel (istio-cni annotates it).
+func diffPod(t *testing.T, c *kubetest.Cluster, name string, svc diffService, e diffEndpoint, ambient bool) {
 	t.Helper()
-	labels := map[string]string{"app": app}
-	if e.pod == "mtls" {
-		labels["security.istio.io/tlsMode"] = "istio"
-	}
-	pods := c.Client.CoreV1().Pods("demo")
-	p, err := pods.Create(t.Context(), &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo", Labels: labels},
-		Spec: corev1.PodSpec{NodeName: e.node, Containers: []corev1.Container{{Name: "app", Image: "app", Ports: []corev1.ContainerPort{
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo", Labels: map[string]string{"app": svc.name}},
+		Spec: corev1.PodSpec{NodeName: e.node, ServiceAccountName: svc.name, Containers: []corev1.Container{{Name: "app", Image: "app", Ports: []corev1.ContainerPort{
 			{Name: "http", ContainerPort: 8000},
 		}}}},
-	}, metav1.CreateOptions{})
+	}
+	switch {
+	case e.pod == "mtls" && ambient:
+		pod.Annotations = map[string]string{"ambient.istio.io/redirection": "enabled"}
+	case e.pod == "mtls":
+		pod.Labels["security.istio.io/tlsMode"] = "istio"
+	}
+	pods := c.Client.CoreV1().Pods("demo")
+	p, err := pods.Create(t.Context(), pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +323,7 @@ func diffPod(t *testing.T, c *kubetest.Cluster, name, app string, e diffEndpoint
 		Phase: corev1.PodRunning, PodIP: e.ip, PodIPs: []corev1.PodIP{{IP: e.ip}},
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}},
 	}
-	if dualStack {
+	if svc.dualStack {
 		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: e.ipv6()})
 	}
 	if _, err := pods.UpdateStatus(t.Context(), p, metav1.UpdateOptions{}); err != nil {
@@ -396,23 +421,31 @@ func normalise(cla *endpointv3.ClusterLoadAssignment, gateways map[string]bool, 
 		}
 		merged[k] = &normalEntry{address: e.Address, priority: p, locality: loc, weight: uint64(max(e.Weight, 1))}
 	}
-	var out []normalEntry
-	var g uint64
-	prios := map[uint32]bool{}
+	out := make([]normalEntry, 0, len(merged))
 	for _, e := range merged {
 		out = append(out, *e)
-		g = gcd(g, e.weight)
-		prios[e.priority] = true
 	}
-	order := slices.Sorted(maps.Keys(prios))
-	for i := range out {
-		out[i].weight /= max(g, 1)
-		out[i].priority = uint32(slices.Index(order, out[i].priority))
-	}
+	renormalise(out)
 	slices.SortFunc(out, func(a, b normalEntry) int {
 		return cmp.Or(cmp.Compare(a.priority, b.priority), strings.Compare(a.address, b.address), strings.Compare(a.locality, b.locality))
 	})
 	return out
+}
+
+// renormalise renumbers the entries' priorities from 0, in order, and
+// divides their weights by their greatest common divisor.
+func renormalise(entries []normalEntry) {
+	var g uint64
+	prios := map[uint32]bool{}
+	for _, e := range entries {
+		g = gcd(g, e.weight)
+		prios[e.priority] = true
+	}
+	order := slices.Sorted(maps.Keys(prios))
+	for i := range entries {
+		entries[i].weight /= max(g, 1)
+		entries[i].priority = uint32(slices.Index(order, entries[i].priority))
+	}
 }
 
 func gcd(a, b uint64) uint64 {
@@ -481,17 +514,7 @@ func without(entries []normalEntry, drop func(normalEntry) bool) ([]normalEntry,
 	if len(kept) == len(entries) {
 		return entries, false
 	}
-	var g uint64
-	prios := map[uint32]bool{}
-	for _, e := range kept {
-		g = gcd(g, e.weight)
-		prios[e.priority] = true
-	}
-	order := slices.Sorted(maps.Keys(prios))
-	for i := range kept {
-		kept[i].weight /= max(g, 1)
-		kept[i].priority = uint32(slices.Index(order, kept[i].priority))
-	}
+	renormalise(kept)
 	return kept, true
 }
 
@@ -572,7 +595,7 @@ func TestEDSMatchesIstiod(t *testing.T) {
 	}
 	clusters := kubetest.Start(t, len(diffSites))
 	for i, s := range diffSites {
-		s.install(t, clusters[i], services)
+		s.install(t, clusters[i], services, false)
 	}
 	east := clusters[0]
 	east.InstallDestinationRules(t)
