@@ -287,6 +287,25 @@ func withoutAPIServer(st istiodtest.State) istiodtest.State {
 	return st
 }
 
+// withRemoteViews has the spoke of sc serve its istiod remote views on a
+// loopback address, over HTTPS with the local PKI's certificate (for
+// 127.0.0.1) and a token, and write istiod a remote secret for each view.
+func withRemoteViews(t *testing.T, sc *spoke.Config) {
+	t.Helper()
+	certs := t.TempDir()
+	if err := pki.WriteLocal(certs, "cluster.local", []string{"east"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(certs, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	sc.RemoteViewsAddr, sc.RemoteViewsTokenFile = addr, tokenFile
+	sc.RemoteViewsCertFile, sc.RemoteViewsKeyFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key")
+	sc.RemoteViewsURL, sc.RemoteViewsCAFile = "https://"+addr, filepath.Join(certs, "ca.crt")
+}
+
 // sortedSANs sorts each service's subject_alt_names: istiod lists them in
 // the order it met the service's workloads, which depends on how its
 // informers listed them; ztunnel reads them as a set.
@@ -415,33 +434,19 @@ func TestAmbientFedByMeshfed(t *testing.T) {
 	// A lost cluster is withdrawn a second after its spoke goes.
 	cfg.Leases.StaleAfter, cfg.Leases.WithdrawAfter = 200*time.Millisecond, time.Second
 	h := runHub(t, cfg)
-	viewsAddr := freeAddr(t)
-	// The views' serving certificate: the local PKI's, for 127.0.0.1.
-	certs := t.TempDir()
-	if err := pki.WriteLocal(certs, "cluster.local", []string{"east"}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	tokenFile := filepath.Join(certs, "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	stops := map[string]func(){}
 	for _, c := range []struct {
 		id, network string
 		cluster     *kubetest.Cluster
-		views       string
-	}{{"east", "net-east", eastMesh, viewsAddr}, {"west", "net-west", west, ""}} {
+	}{{"east", "net-east", eastMesh}, {"west", "net-west", west}} {
 		sc := spoke.DefaultConfig()
 		sc.ClusterID, sc.Network, sc.Kubeconfig, sc.InCluster = c.id, c.network, c.cluster.Kubeconfig, false
 		sc.Hub, sc.Insecure = h.FederationAddr().String(), true
 		if c.id == "west" {
 			sc.TrustDomain = westTrustDomain
-		}
-		if c.views != "" {
-			sc.RemoteViewsAddr, sc.RemoteViewsTokenFile = c.views, tokenFile
-			sc.RemoteViewsCertFile, sc.RemoteViewsKeyFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key")
+		} else {
 			// The spoke writes istiod's remote secret for west.
-			sc.RemoteViewsURL, sc.RemoteViewsCAFile = "https://"+c.views, filepath.Join(certs, "ca.crt")
+			withRemoteViews(t, &sc)
 		}
 		stops[c.id] = runSpokeWith(t, sc)
 	}

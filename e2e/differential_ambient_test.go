@@ -4,14 +4,11 @@ package e2e
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/meshfed/meshfed/hub"
 	"github.com/meshfed/meshfed/internal/istiodtest"
 	"github.com/meshfed/meshfed/internal/kubetest"
-	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/spoke"
 )
 
@@ -44,15 +41,6 @@ func TestWorkloadAPIMatchesIstiod(t *testing.T) {
 	cfg.Insecure = true
 	cfg.FederationAddr, cfg.XDSAddr, cfg.DebugAddr = freeAddr(t), "", ""
 	h := runHub(t, cfg)
-	certs := t.TempDir()
-	if err := pki.WriteLocal(certs, "cluster.local", []string{"east"}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	tokenFile := filepath.Join(certs, "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	viewsAddr := freeAddr(t)
 	for i, s := range diffSites {
 		c := clusters[i]
 		sc := spoke.DefaultConfig()
@@ -60,9 +48,7 @@ func TestWorkloadAPIMatchesIstiod(t *testing.T) {
 		sc.Hub, sc.Insecure = h.FederationAddr().String(), true
 		if i == 0 {
 			c = eastFed
-			sc.RemoteViewsAddr, sc.RemoteViewsTokenFile = viewsAddr, tokenFile
-			sc.RemoteViewsCertFile, sc.RemoteViewsKeyFile = filepath.Join(certs, "hub.crt"), filepath.Join(certs, "hub.key")
-			sc.RemoteViewsURL, sc.RemoteViewsCAFile = "https://"+viewsAddr, filepath.Join(certs, "ca.crt")
+			withRemoteViews(t, &sc)
 		}
 		sc.Kubeconfig = c.Kubeconfig
 		runSpokeWith(t, sc)
