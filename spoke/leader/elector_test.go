@@ -214,9 +214,8 @@ func TestElectorTakesAFreeLease(t *testing.T) {
 	if holder(l) != "a" || ptr.Deref(l.Spec.LeaseTransitions, -1) != 0 || ptr.Deref(l.Spec.LeaseDurationSeconds, 0) != 15 {
 		t.Errorf("lease spec %+v; want a holding it for 15 s, no transitions", l.Spec)
 	}
-	if runs, running := a.state(); runs != 1 || !running {
-		t.Errorf("work runs %d, running %t; want one run, running", runs, running)
-	}
+	// The work runs in a goroutine of its own, started as a leads.
+	testwait.For(t, "a's work to run", func() bool { runs, running := a.state(); return runs == 1 && running })
 	// Renewals keep the acquire time and move the renew time.
 	acquired := l.Spec.AcquireTime.Time
 	a.step(DefaultRetryPeriod)
