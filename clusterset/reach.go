@@ -156,12 +156,7 @@ func (b *Behind) Add(e *Endpoint, stale bool, rank int) {
 	if s == NotServed || !ThroughGateway(e) {
 		return
 	}
-	b.AddServing(s, LocalityOf(e.GetLocality()), stale, rank)
-}
-
-// AddServing counts an endpoint the gateways stand for, served as s (not
-// NotServed), whose locality is l: for a caller that has both already.
-func (b *Behind) AddServing(s Serving, l Locality, stale bool, rank int) {
+	l := LocalityOf(e.GetLocality())
 	t := &b.live
 	if stale {
 		t = &b.stale

@@ -125,15 +125,12 @@ func assign(s *clusterset.ServiceView, port *federationpb.ServicePort, view View
 			}
 			loc := clusterset.LocalityOf(ep.GetLocality())
 			if ep.Network != view.Network {
-				if !clusterset.ThroughGateway(ep.Endpoint) {
-					continue
-				}
 				r := remote[ep.Network]
 				if r == nil {
 					r = &clusterset.Behind{}
 					remote[ep.Network] = r
 				}
-				r.AddServing(serving, loc, c.Stale, b.rank(loc))
+				r.Add(ep.Endpoint, c.Stale, b.rank(loc))
 				continue
 			}
 			b.addEndpoint(ep, target, healthOf(serving), loc, tier)
