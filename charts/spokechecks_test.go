@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -229,20 +228,7 @@ func checkSpokeMCP(t *testing.T, r rendered) {
 	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "grpc-mcp" && p.ContainerPort == 15011 }) {
 		t.Errorf("container ports %v lack grpc-mcp 15011", c.Ports)
 	}
-	var svc *corev1.Service
-	for i := range r.services {
-		if strings.HasSuffix(r.services[i].Name, "-mcp") {
-			svc = &r.services[i]
-		}
-	}
-	if svc == nil || svc.Spec.Ports[0].Port != 15011 || svc.Spec.Ports[0].TargetPort.StrVal != "grpc-mcp" {
-		t.Fatalf("the MCP Service: %+v", svc)
-	}
-	for k, v := range svc.Spec.Selector {
-		if template.Labels[k] != v {
-			t.Errorf("the MCP Service selects %s=%s, which the pods do not carry", k, v)
-		}
-	}
+	checkPortService(t, r, template, "meshfed-spoke-mcp", 15011, "grpc-mcp")
 	if len(r.netpols) != 1 || len(r.netpols[0].Spec.Ingress) != 1 ||
 		r.netpols[0].Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "istio-system" {
 		t.Errorf("NetworkPolicy %+v, want the MCP port open to istio-system", r.netpols)
@@ -276,20 +262,7 @@ func checkSpokeRemoteViews(t *testing.T, r rendered) {
 			t.Errorf("no volume %s from the Secret %s: %+v", vol, secret, template.Spec.Volumes)
 		}
 	}
-	var svc *corev1.Service
-	for i := range r.services {
-		if r.services[i].Name == "meshfed-spoke-views" {
-			svc = &r.services[i]
-		}
-	}
-	if svc == nil || svc.Spec.Ports[0].Port != 15012 || svc.Spec.Ports[0].TargetPort.StrVal != "https-views" {
-		t.Fatalf("the views' Service: %+v", svc)
-	}
-	for k, v := range svc.Spec.Selector {
-		if template.Labels[k] != v {
-			t.Errorf("the views' Service selects %s=%s, which the pods do not carry", k, v)
-		}
-	}
+	checkPortService(t, r, template, "meshfed-spoke-views", 15012, "https-views")
 	if len(r.roles) != 1 || r.roles[0].Namespace != "istio-system" || len(r.roles[0].Rules) != 2 ||
 		!slices.Equal(r.roles[0].Rules[0].Resources, []string{"secrets"}) ||
 		!slices.Equal(r.roles[0].Rules[1].ResourceNames, []string{"meshfed-spoke-remote-secrets"}) {
@@ -350,5 +323,20 @@ func checkSpokeAbout(t *testing.T, r rendered) {
 	}
 	if !granted {
 		t.Error("the ClusterRole grants no get on the About API's properties")
+	}
+}
+
+// checkPortService asserts the Service name: port to the pods' named
+// port target, selecting the pods of template.
+func checkPortService(t *testing.T, r rendered, template corev1.PodTemplateSpec, name string, port int32, target string) {
+	t.Helper()
+	i := slices.IndexFunc(r.services, func(s corev1.Service) bool { return s.Name == name })
+	if i < 0 || r.services[i].Spec.Ports[0].Port != port || r.services[i].Spec.Ports[0].TargetPort.StrVal != target {
+		t.Fatalf("Service %s, port %d to %s: %+v", name, port, target, r.services)
+	}
+	for k, v := range r.services[i].Spec.Selector {
+		if template.Labels[k] != v {
+			t.Errorf("Service %s selects %s=%s, which the pods do not carry", name, k, v)
+		}
 	}
 }
