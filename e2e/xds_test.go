@@ -10,9 +10,13 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+
 	"github.com/meshfed/meshfed/clusterset"
 	"github.com/meshfed/meshfed/federation/federationpb"
 	"github.com/meshfed/meshfed/hub"
+	"github.com/meshfed/meshfed/internal/istiodtest"
 	"github.com/meshfed/meshfed/internal/pki"
 	"github.com/meshfed/meshfed/internal/testwait"
 	"github.com/meshfed/meshfed/spoke/shard"
@@ -160,12 +164,23 @@ func TestXDSGRPCClientDrainingEndpoints(t *testing.T) {
 	f.setShard("east", "net1", nil, []*federationpb.Endpoint{d, echoEndpoint(ready, "r1", "z2")})
 	c := xdsClient(t, f.hub.XDSAddr().String(), "client-z1", "east", "net1", "r1", "z1")
 	eventually(t, c, "east")
+	// What the hub sends a gRPC client there: the ready endpoint alone, at
+	// the first priority (no empty priority of the draining one before it).
+	ads := istiodtest.Dial(t, f.hub.XDSAddr().String(), istiodtest.Proxy{
+		IP: "10.9.0.1", Pod: "client-ads", Namespace: "demo", ClusterID: "east", Network: "net1",
+		Locality: &corev3.Locality{Region: "r1", Zone: "z1"}, Proxyless: true,
+	})
+	ads.WaitCluster(t, "outbound|8080||echo.demo.svc.cluster.local")
+	cla := ads.WaitEDS(t, "outbound|8080||echo.demo.svc.cluster.local", func(cla *endpointv3.ClusterLoadAssignment) bool { return cla != nil })
+	if got := istiodtest.Endpoints(cla); len(got) != 1 || got[0].Address != net.JoinHostPort(ready.addr, fmt.Sprint(ready.port)) || got[0].Priority != 0 {
+		t.Errorf("a gRPC client in z1 was sent %v, want only the ready endpoint, at priority 0", got)
+	}
 	var sent []string
 	for _, p := range f.hub.XDS().Proxies() {
 		sent = append(sent, p.Kind)
 	}
-	if len(sent) != 1 || sent[0] != "grpc" {
-		t.Errorf("proxy kinds %v, want the one gRPC client", sent)
+	if len(sent) != 2 || sent[0] != "grpc" || sent[1] != "grpc" {
+		t.Errorf("proxy kinds %v, want the two gRPC clients", sent)
 	}
 }
 
